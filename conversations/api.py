@@ -1,0 +1,321 @@
+"""The JSON API (SPEC §3): bearer tokens only, strict schemas, one service per write."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, TypeAlias
+
+import orjson
+from django.core.exceptions import RequestDataTooBig
+from django.core.paginator import EmptyPage, PageNotAnInteger, Paginator
+from django.db import IntegrityError, transaction
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.views import defaults
+from django.views.decorators.csrf import csrf_exempt
+from pydantic import BaseModel, ValidationError
+
+from conversations import replay, selectors, services
+from conversations.models import ApiToken, Conversation, IdempotentResponse
+from conversations.schemas import (
+    BLOCK_ADAPTER,
+    ConversationIn,
+    MessageIn,
+    error_list,
+    error_sentence,
+)
+
+View: TypeAlias = Callable[..., HttpResponse]
+PAGE_SIZE = 50
+MAX_PAGE_SIZE = 200
+TOKEN_TOUCH_INTERVAL = timedelta(minutes=5)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, error: str, **extra: Any) -> None:
+        super().__init__(error)
+        self.status = status
+        self.error = error
+        self.extra = extra
+
+
+def json_response(data: Any, status: int = 200) -> HttpResponse:
+    return HttpResponse(orjson.dumps(data), status=status, content_type="application/json")
+
+
+def error_response(status: int, error: str, **extra: Any) -> HttpResponse:
+    response = json_response({"error": error, **extra}, status=status)
+    if status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="replay"'
+    return response
+
+
+def authenticate(request: HttpRequest) -> ApiToken:
+    header = request.headers.get("Authorization", "")
+    scheme, _, clear = header.partition(" ")
+    if not header:
+        raise ApiError(401, "Authorization header is missing: send 'Authorization: Bearer TOKEN'.")
+    if scheme.lower() != "bearer" or not clear.strip():
+        raise ApiError(401, "Authorization header must be 'Bearer TOKEN'.")
+    digest = services.token_digest(clear.strip())
+    token = ApiToken.objects.filter(digest=digest, revoked_at__isnull=True).first()
+    if token is None:
+        raise ApiError(401, "API token is unknown or revoked.")
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at > TOKEN_TOUCH_INTERVAL:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return token
+
+
+def parse_json(request: HttpRequest) -> dict[str, Any]:
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        raise _too_big() from None
+    if not raw.strip():
+        raise ApiError(400, "Request body is empty: send a JSON object.")
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(400, f"Request body is not valid JSON: {exc}.") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "Request body must be a JSON object.")
+    return data
+
+
+def validate(schema: type[BaseModel], data: Any) -> Any:
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        raise ApiError(400, error_sentence(exc), errors=error_list(exc)) from None
+
+
+def api(*methods: str) -> Callable[[View], View]:
+    """Authenticate the bearer token, check the method, and turn failures into JSON errors.
+
+    A POST with an Idempotency-Key runs in one transaction with the saved answer, so a
+    repeat returns the first answer and stores nothing again.
+    """
+
+    def decorator(view: View) -> View:
+        @csrf_exempt
+        @functools.wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            try:
+                if request.method not in methods:
+                    response = error_response(
+                        405,
+                        f"Method {request.method} is not allowed here; use {', '.join(methods)}.",
+                    )
+                    response["Allow"] = ", ".join(methods)
+                    return response
+                token = authenticate(request)
+                key = request.headers.get("Idempotency-Key")
+                if request.method == "POST" and key is not None:
+                    return _idempotent(view, request, token, key, args, kwargs)
+                return view(request, *args, **kwargs)
+            except ApiError as exc:
+                return error_response(exc.status, exc.error, **exc.extra)
+            except services.IngestError as exc:
+                return error_response(400, str(exc), field=exc.field)
+            except RequestDataTooBig:
+                too_big = _too_big()
+                return error_response(too_big.status, too_big.error)
+
+        return wrapper
+
+    return decorator
+
+
+def _too_big() -> ApiError:
+    from django.conf import settings
+
+    return ApiError(
+        413,
+        f"Request body is over the {settings.REPLAY_MAX_BODY_MB} MB limit (REPLAY_MAX_BODY_MB).",
+    )
+
+
+def _idempotent(
+    view: View,
+    request: HttpRequest,
+    token: ApiToken,
+    key: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> HttpResponse:
+    if not key or len(key) > 255:
+        raise ApiError(400, "Idempotency-Key header must be 1 to 255 characters.")
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        raise _too_big() from None
+    fingerprint = hashlib.sha256(
+        b"%s %s\n%s" % (str(request.method).encode(), request.path.encode(), body)
+    ).hexdigest()
+    for _attempt in range(2):
+        earlier = IdempotentResponse.objects.filter(token=token, key=key).first()
+        if earlier is not None:
+            if earlier.fingerprint != fingerprint:
+                raise ApiError(
+                    422,
+                    "Idempotency-Key was already used for a different request; use a new key.",
+                )
+            response = HttpResponse(
+                bytes(earlier.body), status=earlier.status, content_type="application/json"
+            )
+            response["Idempotent-Replayed"] = "true"
+            return response
+        try:
+            with transaction.atomic():
+                response = view(request, *args, **kwargs)
+                if 200 <= response.status_code < 300:
+                    services.idempotent_response_save(
+                        token=token,
+                        key=key,
+                        fingerprint=fingerprint,
+                        status=response.status_code,
+                        body=response.content,
+                    )
+                return response
+        except IntegrityError:
+            # Another request with this key committed first: answer as it did.
+            continue
+    raise ApiError(409, "Idempotency-Key is in use by a concurrent request; retry.")
+
+
+def _conversation(conversation_id: str) -> Conversation:
+    conversation = selectors.conversation_get(conversation_id)
+    if conversation is None:
+        raise ApiError(404, f"Conversation {conversation_id} was not found.")
+    return conversation
+
+
+def _url(request: HttpRequest, conversation: Conversation, fragment: str = "") -> str:
+    return request.build_absolute_uri(conversation.get_absolute_url()) + fragment
+
+
+def _flag(request: HttpRequest, name: str, default: bool) -> bool:
+    value = request.GET.get(name)
+    if value is None:
+        return default
+    if value.lower() in {"1", "true"}:
+        return True
+    if value.lower() in {"0", "false"}:
+        return False
+    raise ApiError(400, f"{name} must be 1, 0, true or false, not {value!r}.")
+
+
+def replay_options(request: HttpRequest) -> tuple[bool, replay.Shape]:
+    """`?vision=` and `?shape=` as SPEC §3 defines them (defaults: vision on, openai)."""
+    vision = _flag(request, "vision", True)
+    shape = request.GET.get("shape", "openai")
+    if shape not in replay.SHAPES:
+        raise ApiError(400, f"shape must be one of {', '.join(replay.SHAPES)}, not {shape!r}.")
+    return vision, shape
+
+
+def _page_number(request: HttpRequest, name: str, default: int, maximum: int | None) -> int:
+    value = request.GET.get(name, "")
+    if value == "":
+        return default
+    if not value.isdigit() or int(value) < 1:
+        raise ApiError(400, f"{name} must be a whole number from 1, not {value!r}.")
+    return min(int(value), maximum) if maximum else int(value)
+
+
+@api("GET", "POST")
+def conversations(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        data = validate(ConversationIn, parse_json(request))
+        conversation = services.conversation_create(title=data.title, metadata=data.metadata)
+        return json_response(
+            selectors.conversation_data(conversation, url=_url(request, conversation)), 201
+        )
+    page_size = _page_number(request, "page_size", PAGE_SIZE, MAX_PAGE_SIZE)
+    number = _page_number(request, "page", 1, None)
+    q = request.GET.get("q", "")
+    paginator = Paginator(selectors.conversation_list(q=q), page_size)
+    try:
+        page = paginator.page(number)
+    except (EmptyPage, PageNotAnInteger):
+        raise ApiError(
+            404, f"page {number} does not exist; there are {paginator.num_pages}."
+        ) from None
+
+    def link(n: int) -> str:
+        query = request.GET.copy()
+        query["page"] = str(n)
+        return request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
+
+    return json_response(
+        {
+            "count": paginator.count,
+            "page": page.number,
+            "pages": paginator.num_pages,
+            "next": link(page.next_page_number()) if page.has_next() else None,
+            "previous": link(page.previous_page_number()) if page.has_previous() else None,
+            "results": [
+                selectors.conversation_data(c, url=_url(request, c)) for c in page.object_list
+            ],
+        }
+    )
+
+
+@api("GET")
+def conversation(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    found = _conversation(conversation_id)
+    return json_response(selectors.record_data(found, url=_url(request, found)))
+
+
+@api("POST")
+def messages(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    found = _conversation(conversation_id)
+    data = validate(MessageIn, parse_json(request))
+    message, blocks = services.message_append(
+        conversation=found, role=data.role, blocks=data.blocks
+    )
+    body = selectors.message_data(message, blocks)
+    body["conversation_id"] = str(found.id)
+    body["url"] = _url(request, found, f"#m-{message.seq}")
+    return json_response(body, 201)
+
+
+@api("POST")
+def blocks(request: HttpRequest, conversation_id: str, seq: int) -> HttpResponse:
+    found = _conversation(conversation_id)
+    message = selectors.message_get(found, seq)
+    if message is None:
+        raise ApiError(404, f"Message {seq} was not found in conversation {conversation_id}.")
+    data = parse_json(request)
+    try:
+        block_in = BLOCK_ADAPTER.validate_python(data)
+    except ValidationError as exc:
+        raise ApiError(400, error_sentence(exc), errors=error_list(exc)) from None
+    block = services.block_append(message=message, block=block_in)
+    body = selectors.block_data(block)
+    body["conversation_id"] = str(found.id)
+    body["message_seq"] = message.seq
+    return json_response(body, 201)
+
+
+@api("GET")
+def replay_payload(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    found = _conversation(conversation_id)
+    vision, shape = replay_options(request)
+    return json_response(selectors.replay_payload(found, vision=vision, shape=shape))
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if request.path.startswith("/api/"):
+        return error_response(404, f"No API endpoint at {request.path}.")
+    return defaults.page_not_found(request, exception)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    if request.path.startswith("/api/"):
+        return error_response(500, "Replay failed to answer this request; the error was logged.")
+    return defaults.server_error(request)

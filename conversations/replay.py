@@ -1,0 +1,242 @@
+"""The replay projection: a conversation's stored messages → the wire messages a model receives.
+
+Pure: plain frozen values in, plain JSON-ready dicts out. No ORM, no settings, no clock.
+Every consumer (API, dashboard, downloads, admin) renders what `project` returns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, TypeAlias, TypedDict, assert_never
+
+JSONValue: TypeAlias = "str | int | float | bool | None | list[JSONValue] | dict[str, JSONValue]"
+JSONObject: TypeAlias = dict[str, JSONValue]
+
+Role = Literal["system", "user", "assistant"]
+Shape = Literal["openai", "anthropic"]
+ROLES: tuple[Role, ...] = ("system", "user", "assistant")
+SHAPES: tuple[Shape, ...] = ("openai", "anthropic")
+IMAGE_MEDIA_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+EMPTY_MESSAGE = "[Empty message]"
+
+
+@dataclass(frozen=True, slots=True)
+class TextBlock:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUseBlock:
+    """`input_json` is the input object in its canonical text, `tool_input_json(input)`.
+
+    The record stores the input in that form (it keeps key order on every database),
+    so the projection never re-serialises it; build one from an object with `of`.
+    """
+
+    id: str
+    name: str
+    input_json: str
+
+    @classmethod
+    def of(cls, id: str, name: str, input: JSONObject) -> ToolUseBlock:
+        return cls(id=id, name=name, input_json=tool_input_json(input))
+
+    @property
+    def input(self) -> JSONObject:
+        value: JSONObject = json.loads(self.input_json)
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultBlock:
+    tool_use_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningBlock:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ImageBlock:
+    media_type: str
+    data: str
+
+
+Block: TypeAlias = TextBlock | ToolUseBlock | ToolResultBlock | ReasoningBlock | ImageBlock
+
+# The stored type name of every block class; the system check compares it with the models.
+BLOCK_TYPES: dict[str, type[Block]] = {
+    "text": TextBlock,
+    "tool_use": ToolUseBlock,
+    "tool_result": ToolResultBlock,
+    "reasoning": ReasoningBlock,
+    "image": ImageBlock,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    role: Role
+    blocks: tuple[Block, ...]
+
+
+class TextPart(TypedDict):
+    type: Literal["text"]
+    text: str
+
+
+class ImageURL(TypedDict):
+    url: str
+
+
+class OpenAIImagePart(TypedDict):
+    type: Literal["image_url"]
+    image_url: ImageURL
+
+
+class Base64Source(TypedDict):
+    type: Literal["base64"]
+    media_type: str
+    data: str
+
+
+class AnthropicImagePart(TypedDict):
+    type: Literal["image"]
+    source: Base64Source
+
+
+ImagePart: TypeAlias = OpenAIImagePart | AnthropicImagePart
+Content: TypeAlias = "str | list[TextPart | ImagePart]"
+
+
+class WireMessage(TypedDict):
+    role: Role
+    content: Content
+
+
+class OpenAIPayload(TypedDict):
+    messages: list[WireMessage]
+
+
+class AnthropicPayload(TypedDict, total=False):
+    system: str
+    messages: list[WireMessage]
+
+
+Payload: TypeAlias = OpenAIPayload | AnthropicPayload
+
+
+def tool_input_json(value: JSONObject) -> str:
+    """The INPUT of `Tool use: NAME(INPUT)`: compact, key order kept, non-ASCII as is."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def image_marker(media_type: str) -> str:
+    return f"[Image ({media_type}): not seen — this model cannot view images]"
+
+
+def prose(block: Block) -> str:
+    """How a block crosses when it crosses as text. Exhaustive: mypy rejects a missing case."""
+    match block:
+        case TextBlock(text=text):
+            return text
+        case ToolUseBlock(name=name, input_json=input_json):
+            return f"Tool use: {name}({input_json})"
+        case ToolResultBlock(name=name, content=content, is_error=is_error):
+            return f"{'Error' if is_error else 'Result'} ({name}): {content}"
+        case ReasoningBlock(text=text):
+            return f"[Reasoning]: {text}"
+        case ImageBlock(media_type=media_type):
+            return image_marker(media_type)
+        case _:
+            assert_never(block)
+
+
+def image_part(block: ImageBlock, shape: Shape) -> ImagePart:
+    if shape == "openai":
+        url = f"data:{block.media_type};base64,{block.data}"
+        return {"type": "image_url", "image_url": {"url": url}}
+    return {
+        "type": "image",
+        "source": {"type": "base64", "media_type": block.media_type, "data": block.data},
+    }
+
+
+def content(message: StoredMessage, *, vision: bool, shape: Shape) -> Content:
+    """One stored message's wire content (SPEC §2 rules 2, 3, 6 and 7)."""
+    return _content(message, vision, shape)
+
+
+def _content(message: StoredMessage, vision: bool, shape: Shape) -> Content:
+    if not vision:
+        return _text([prose(block) for block in message.blocks])
+    # One pass: the common case (no image) never builds parts.
+    parts: list[TextPart | ImagePart] | None = None
+    run: list[str] = []
+    for block in message.blocks:
+        if type(block) is ImageBlock:
+            if parts is None:
+                parts = []
+            if run:
+                parts.append({"type": "text", "text": "\n\n".join(run)})
+                run = []
+            parts.append(image_part(block, shape))
+        else:
+            run.append(prose(block))
+    if parts is None:
+        return _text(run)
+    if run:
+        parts.append({"type": "text", "text": "\n\n".join(run)})
+    return parts
+
+
+def text_content(message: StoredMessage) -> str:
+    """The content as one string: every block's prose, images named as not seen."""
+    return _text([prose(block) for block in message.blocks])
+
+
+def _text(proses: list[str]) -> str:
+    text = "\n\n".join(proses)
+    if not text or text.isspace():
+        return EMPTY_MESSAGE
+    return text
+
+
+def project(
+    messages: Sequence[StoredMessage], *, vision: bool = True, shape: Shape = "openai"
+) -> Payload:
+    """The whole payload: one wire message per stored message, in order.
+
+    In the anthropic shape system messages are lifted into `system` (joined by a blank
+    line; the key is absent when there are none). The same input gives the same output.
+    """
+    if shape == "openai":
+        return {
+            "messages": [{"role": m.role, "content": _content(m, vision, shape)} for m in messages]
+        }
+    if shape == "anthropic":
+        system: list[str] = []
+        wire: list[WireMessage] = []
+        for m in messages:
+            if m.role == "system":
+                # `system` is text only; images are stored in user messages alone anyway.
+                system.append(text_content(m))
+            else:
+                wire.append({"role": m.role, "content": _content(m, vision, shape)})
+        payload: AnthropicPayload = {}
+        if system:
+            payload["system"] = "\n\n".join(system)
+        payload["messages"] = wire
+        return payload
+    assert_never(shape)
+
+
+def project_message(message: StoredMessage, *, vision: bool, shape: Shape) -> WireMessage:
+    """The wire message for one stored message, as `project` gives it (system role kept)."""
+    return {"role": message.role, "content": content(message, vision=vision, shape=shape)}

@@ -1,0 +1,188 @@
+"""The strict shapes of what may be stored: every writer validates through these.
+
+`ImageIn` checks that the bytes really are an image of the named type, within the
+size and pixel limits, before anything is stored.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+from typing import Annotated, Any, Literal, TypeAlias
+
+from django.conf import settings
+from PIL import Image, UnidentifiedImageError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+
+from conversations import replay
+
+PILLOW_FORMATS = {
+    "image/png": "PNG",
+    "image/jpeg": "JPEG",
+    "image/gif": "GIF",
+    "image/webp": "WEBP",
+}
+
+Name = Annotated[str, Field(min_length=1, max_length=255)]
+
+
+def no_nul(value: Any, field: str = "value") -> Any:
+    """PostgreSQL text and jsonb cannot hold U+0000; refuse it everywhere alike."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError(f"{field} contains a NUL character (U+0000), which cannot be stored")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            no_nul(key, field)
+            no_nul(item, field)
+    elif isinstance(value, list):
+        for item in value:
+            no_nul(item, field)
+    return value
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class TextIn(Strict):
+    type: Literal["text"]
+    text: str
+
+    _text = field_validator("text")(no_nul)
+
+
+class ToolUseIn(Strict):
+    type: Literal["tool_use"]
+    id: Name
+    name: Name
+    input: dict[str, Any]
+
+    _names = field_validator("id", "name")(no_nul)
+
+
+class ToolResultIn(Strict):
+    type: Literal["tool_result"]
+    tool_use_id: Name
+    name: Name | None = None
+    content: str
+    is_error: bool = False
+
+    _strings = field_validator("tool_use_id", "name", "content")(no_nul)
+
+
+class ReasoningIn(Strict):
+    type: Literal["reasoning"]
+    text: str
+
+    _text = field_validator("text")(no_nul)
+
+
+class ImageIn(Strict):
+    type: Literal["image"]
+    media_type: Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+    data: str
+
+    @field_validator("data")
+    @classmethod
+    def _really_an_image(cls, data: str, info: Any) -> str:
+        media_type = info.data.get("media_type")
+        if media_type is None:  # media_type itself failed; that error names it
+            return data
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError("is not valid base64") from None
+        limit = settings.REPLAY_MAX_IMAGE_MB * 1024 * 1024
+        if len(raw) > limit:
+            raise ValueError(
+                f"decodes to {len(raw)} bytes, over the {settings.REPLAY_MAX_IMAGE_MB} MB "
+                "image limit (REPLAY_MAX_IMAGE_MB)"
+            )
+        check_image(raw, media_type)
+        return data
+
+
+def check_image(raw: bytes, media_type: str) -> None:
+    """Raise ValueError unless `raw` decodes as `media_type` within the pixel limit."""
+    fmt = PILLOW_FORMATS[media_type]
+    try:
+        with Image.open(io.BytesIO(raw), formats=[fmt]) as image:
+            width, height = image.size
+            if width * height > settings.REPLAY_MAX_IMAGE_PIXELS:
+                raise ValueError(
+                    f"is {width}×{height} pixels, over the limit of "
+                    f"{settings.REPLAY_MAX_IMAGE_PIXELS} (REPLAY_MAX_IMAGE_PIXELS)"
+                )
+            image.load()
+    except Image.DecompressionBombError:
+        raise ValueError("is too many pixels to decode safely (decompression bomb)") from None
+    except (UnidentifiedImageError, OSError, SyntaxError, EOFError):
+        raise ValueError(f"is not a valid {media_type} image") from None
+
+
+BlockIn: TypeAlias = Annotated[
+    TextIn | ToolUseIn | ToolResultIn | ReasoningIn | ImageIn, Field(discriminator="type")
+]
+BLOCK_ADAPTER: TypeAdapter[BlockIn] = TypeAdapter(BlockIn)
+
+
+class MessageIn(Strict):
+    role: Literal["system", "user", "assistant"]
+    blocks: list[BlockIn] = Field(default_factory=list)
+
+
+class ConversationIn(Strict):
+    title: Annotated[str, Field(max_length=500)]
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    _strings = field_validator("title", "metadata")(no_nul)
+
+
+def error_sentence(exc: ValidationError) -> str:
+    """The first error as a sentence that names the field, e.g. `blocks[0].text: …`."""
+    return _describe(exc.errors(include_url=False)[0])
+
+
+def error_list(exc: ValidationError) -> list[dict[str, str]]:
+    return [
+        {"field": _path(error["loc"], error["type"]), "message": _describe(error)}
+        for error in exc.errors(include_url=False)
+    ]
+
+
+def _path(loc: tuple[int | str, ...], kind: str) -> str:
+    path = ""
+    previous: int | str | None = None
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif (previous is None or isinstance(previous, int)) and part in replay.BLOCK_TYPES:
+            pass  # pydantic names the union member; the index already says which block
+        else:
+            path += f".{part}" if path else part
+        previous = part
+    if kind in {"union_tag_not_found", "union_tag_invalid"}:
+        path += ".type" if path else "type"
+    return path or "body"
+
+
+def _describe(error: Any) -> str:
+    path = _path(error["loc"], error["type"])
+    kind = error["type"]
+    types = ", ".join(replay.BLOCK_TYPES)
+    if kind == "union_tag_not_found":
+        return f"{path} is required: one of {types}"
+    if kind == "union_tag_invalid":
+        return f"{path} {error['ctx']['tag']!r} is not a block type: one of {types}"
+    if kind == "missing":
+        return f"{path} is required"
+    if kind == "extra_forbidden":
+        return f"{path} is not a known field"
+    message = str(error["msg"])
+    if kind == "value_error":
+        message = message.removeprefix("Value error, ")
+    else:
+        message = message[:1].lower() + message[1:]
+    return f"{path}: {message}"

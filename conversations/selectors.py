@@ -1,0 +1,173 @@
+"""Reads that shape the record for its consumers, in a fixed number of queries.
+
+`stored_messages` is the only bridge from the database to the pure projection;
+`record_data` is the API's view of the same rows.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, NamedTuple, cast
+
+import orjson
+from django.db.models import Exists, OuterRef, Q, QuerySet
+
+from conversations import replay
+from conversations.models import Block, Conversation, Message
+
+BLOCK_COLUMNS = (
+    "message_id", "seq", "type", "text", "call_id", "name", "input_json", "is_error",
+    "media_type", "data",
+)  # fmt: skip
+
+
+class BlockRow(NamedTuple):
+    message_id: int
+    seq: int
+    type: str
+    text: str
+    call_id: str
+    name: str
+    input_json: str
+    is_error: bool
+    media_type: str
+    data: str
+
+
+class MessageRow(NamedTuple):
+    id: int
+    seq: int
+    role: str
+    created_at: datetime
+    blocks: list[BlockRow]
+
+
+def conversation_get(conversation_id: str | uuid.UUID) -> Conversation | None:
+    try:
+        pk = uuid.UUID(str(conversation_id))
+    except ValueError:
+        return None
+    return Conversation.objects.filter(pk=pk).first()
+
+
+def conversation_list(*, q: str = "") -> QuerySet[Conversation]:
+    """Conversations, newest activity first; `q` matches titles and block text."""
+    conversations = Conversation.objects.order_by("-updated_at", "-created_at", "id")
+    q = q.strip()
+    if q:
+        in_blocks = Block.objects.filter(message__conversation=OuterRef("pk"), text__icontains=q)
+        conversations = conversations.filter(Q(title__icontains=q) | Exists(in_blocks))
+    return conversations
+
+
+def message_get(conversation: Conversation, seq: int) -> Message | None:
+    return Message.objects.filter(conversation=conversation, seq=seq).first()
+
+
+def message_rows(
+    conversation: Conversation, *, seqs: Iterable[int] | None = None
+) -> list[MessageRow]:
+    """Messages (all, or those with the given seqs) with their blocks, in order: two queries."""
+    messages = Message.objects.filter(conversation=conversation)
+    blocks = Block.objects.filter(message__conversation=conversation)
+    if seqs is not None:
+        wanted = list(seqs)
+        messages = messages.filter(seq__in=wanted)
+        blocks = blocks.filter(message__seq__in=wanted)
+    rows: dict[int, MessageRow] = {
+        pk: MessageRow(pk, seq, role, created_at, [])
+        for pk, seq, role, created_at in messages.order_by("seq").values_list(
+            "id", "seq", "role", "created_at"
+        )
+    }
+    for values in blocks.order_by("message_id", "seq").values_list(*BLOCK_COLUMNS):
+        block = BlockRow._make(values)
+        rows[block.message_id].blocks.append(block)
+    return list(rows.values())
+
+
+def stored_messages(rows: Iterable[MessageRow]) -> list[replay.StoredMessage]:
+    """The projection's input for these rows."""
+    return [
+        replay.StoredMessage(cast(replay.Role, row.role), tuple(map(block_value, row.blocks)))
+        for row in rows
+    ]
+
+
+def block_value(row: BlockRow) -> replay.Block:
+    kind = row.type
+    if kind == "text":
+        return replay.TextBlock(row.text)
+    if kind == "tool_use":
+        return replay.ToolUseBlock(row.call_id, row.name, row.input_json)
+    if kind == "tool_result":
+        return replay.ToolResultBlock(row.call_id, row.name, row.text, row.is_error)
+    if kind == "reasoning":
+        return replay.ReasoningBlock(row.text)
+    if kind == "image":
+        return replay.ImageBlock(row.media_type, row.data)
+    raise ValueError(f"block type {kind!r} has no value")
+
+
+def block_data(row: BlockRow | Block) -> dict[str, Any]:
+    """A block as the API shows it: its seq and the fields it was stored with."""
+    kind = row.type
+    if kind in ("text", "reasoning"):
+        return {"seq": row.seq, "type": kind, "text": row.text}
+    if kind == "tool_use":
+        return {
+            "seq": row.seq,
+            "type": kind,
+            "id": row.call_id,
+            "name": row.name,
+            "input": orjson.Fragment(row.input_json),
+        }
+    if kind == "tool_result":
+        return {
+            "seq": row.seq,
+            "type": kind,
+            "tool_use_id": row.call_id,
+            "name": row.name,
+            "content": row.text,
+            "is_error": row.is_error,
+        }
+    if kind == "image":
+        return {"seq": row.seq, "type": kind, "media_type": row.media_type, "data": row.data}
+    raise ValueError(f"block type {kind!r} has no data")
+
+
+def conversation_data(conversation: Conversation, *, url: str) -> dict[str, Any]:
+    return {
+        "id": str(conversation.id),
+        "title": conversation.title,
+        "metadata": conversation.metadata,
+        "message_count": conversation.message_count,
+        "created_at": conversation.created_at,
+        "updated_at": conversation.updated_at,
+        "url": url,
+    }
+
+
+def message_data(row: MessageRow | Message, blocks: Iterable[BlockRow | Block]) -> dict[str, Any]:
+    return {
+        "seq": row.seq,
+        "role": row.role,
+        "created_at": row.created_at,
+        "blocks": [block_data(block) for block in blocks],
+    }
+
+
+def record_data(conversation: Conversation, *, url: str) -> dict[str, Any]:
+    """The whole record, unpaginated and deterministic."""
+    data = conversation_data(conversation, url=url)
+    data["messages"] = [message_data(row, row.blocks) for row in message_rows(conversation)]
+    return data
+
+
+def replay_payload(
+    conversation: Conversation, *, vision: bool, shape: replay.Shape
+) -> replay.Payload:
+    """The projection of the whole conversation: what every consumer serves."""
+    return replay.project(stored_messages(message_rows(conversation)), vision=vision, shape=shape)

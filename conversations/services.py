@@ -1,0 +1,222 @@
+"""The one write path: every conversation, message and block is created here.
+
+Callers (API, admin, management commands, the demo loader) pass validated
+`schemas` values. Each function is atomic and announces what it stored on commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+from typing import Any, assert_never
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from conversations import events, replay
+from conversations.models import (
+    ApiToken,
+    Block,
+    BlockType,
+    Conversation,
+    IdempotentResponse,
+    Message,
+    Role,
+)
+from conversations.schemas import (
+    BlockIn,
+    ImageIn,
+    ReasoningIn,
+    TextIn,
+    ToolResultIn,
+    ToolUseIn,
+)
+
+UNKNOWN_TOOL = "unknown"
+IDEMPOTENCY_TTL = timedelta(hours=48)
+
+
+class IngestError(Exception):
+    """A request that is well-formed but cannot be stored; `field` names the culprit."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def conversation_create(*, title: str, metadata: dict[str, Any] | None = None) -> Conversation:
+    """Create an empty conversation; broadcasts conversation.created on commit."""
+    with transaction.atomic():
+        conversation = Conversation.objects.create(title=title, metadata=metadata or {})
+        events.publish_on_commit(
+            {"type": "conversation.created", "conversation_id": str(conversation.id)}
+        )
+    return conversation
+
+
+def conversation_update(
+    *, conversation: Conversation, title: str, metadata: dict[str, Any]
+) -> Conversation:
+    """Change what describes a conversation (never its messages)."""
+    conversation.title = title
+    conversation.metadata = metadata
+    conversation.save(update_fields=["title", "metadata", "updated_at"])
+    return conversation
+
+
+def message_append(
+    *, conversation: Conversation, role: str, blocks: Sequence[BlockIn]
+) -> tuple[Message, list[Block]]:
+    """Append a message and its blocks, whole or not at all.
+
+    The conversation row is locked, so `seq` stays dense under concurrent writers.
+    Broadcasts conversation.message_added on commit.
+    """
+    if role not in Role.values:
+        raise IngestError("role", f"{role!r} is not one of {', '.join(Role.values)}")
+    _check_images(role, blocks, "blocks")
+    with transaction.atomic():
+        locked = _lock(conversation)
+        message = Message.objects.create(
+            conversation=locked, seq=locked.message_count, role=role, block_count=len(blocks)
+        )
+        names = _resolve_names(locked, blocks, up_to_message_seq=message.seq - 1)
+        rows = Block.objects.bulk_create(
+            [_row(message, seq, block, names[seq]) for seq, block in enumerate(blocks)]
+        )
+        _touch(locked, message_count=F("message_count") + 1)
+        conversation.message_count = locked.message_count + 1
+        events.publish_on_commit(
+            {
+                "type": "conversation.message_added",
+                "conversation_id": str(locked.id),
+                "message_seq": message.seq,
+                "block_count": len(rows),
+            }
+        )
+    return message, rows
+
+
+def block_append(*, message: Message, block: BlockIn) -> Block:
+    """Append one block at the end of a message; broadcasts conversation.block_added on commit."""
+    _check_images(message.role, [block], "block")
+    with transaction.atomic():
+        locked = _lock(message.conversation)
+        # The conversation lock serialises appends, so this count is current.
+        current = Message.objects.get(pk=message.pk)
+        names = _resolve_names(locked, [block], up_to_message_seq=current.seq)
+        row = _row(current, current.block_count, block, names[0])
+        row.save(force_insert=True)
+        Message.objects.filter(pk=current.pk).update(block_count=F("block_count") + 1)
+        _touch(locked)
+        message.block_count = current.block_count + 1
+        events.publish_on_commit(
+            {
+                "type": "conversation.block_added",
+                "conversation_id": str(locked.id),
+                "message_seq": current.seq,
+                "block_seq": row.seq,
+            }
+        )
+    return row
+
+
+def api_token_create(*, label: str) -> tuple[ApiToken, str]:
+    """Create a token; the clear token is returned once and only its SHA-256 is kept."""
+    clear = f"rpl_{secrets.token_urlsafe(32)}"
+    token = ApiToken.objects.create(label=label, digest=token_digest(clear), prefix=clear[:8])
+    return token, clear
+
+
+def api_token_revoke(*, token: ApiToken) -> None:
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+
+
+def token_digest(clear: str) -> str:
+    return hashlib.sha256(clear.encode()).hexdigest()
+
+
+def idempotent_response_save(
+    *, token: ApiToken, key: str, fingerprint: str, status: int, body: bytes
+) -> None:
+    """Keep a POST's first answer (inside the POST's transaction) and forget expired ones."""
+    IdempotentResponse.objects.filter(created_at__lt=timezone.now() - IDEMPOTENCY_TTL).delete()
+    IdempotentResponse.objects.create(
+        token=token, key=key, fingerprint=fingerprint, status=status, body=body
+    )
+
+
+def _lock(conversation: Conversation) -> Conversation:
+    # select_for_update locks the row on PostgreSQL; SQLite's IMMEDIATE transactions
+    # already hold the database write lock from BEGIN.
+    return Conversation.objects.select_for_update().get(pk=conversation.pk)
+
+
+def _touch(conversation: Conversation, **changes: Any) -> None:
+    Conversation.objects.filter(pk=conversation.pk).update(updated_at=timezone.now(), **changes)
+
+
+def _check_images(role: str, blocks: Iterable[BlockIn], field: str) -> None:
+    if role == Role.USER:
+        return
+    for index, block in enumerate(blocks):
+        if isinstance(block, ImageIn):
+            where = f"{field}[{index}]" if field == "blocks" else field
+            raise IngestError(where, f"images may only be in user messages, not {role}")
+
+
+def _resolve_names(
+    conversation: Conversation, blocks: Sequence[BlockIn], *, up_to_message_seq: int
+) -> list[str]:
+    """The stored name of each block's tool: a result without one takes the name of the
+    latest earlier tool_use with its id in the conversation, else `unknown`."""
+    wanted = {b.tool_use_id for b in blocks if isinstance(b, ToolResultIn) and b.name is None}
+    known: dict[str, str] = {}
+    if wanted:
+        earlier = (
+            Block.objects.filter(
+                message__conversation=conversation,
+                message__seq__lte=up_to_message_seq,
+                type=BlockType.TOOL_USE,
+                call_id__in=wanted,
+            )
+            .order_by("message__seq", "seq")
+            .values_list("call_id", "name")
+        )
+        known = dict(earlier)  # later rows overwrite earlier ones: the latest wins
+    names: list[str] = []
+    for block in blocks:
+        if isinstance(block, ToolUseIn):
+            known[block.id] = block.name
+            names.append(block.name)
+        elif isinstance(block, ToolResultIn):
+            names.append(block.name or known.get(block.tool_use_id, UNKNOWN_TOOL))
+        else:
+            names.append("")
+    return names
+
+
+def _row(message: Message, seq: int, block: BlockIn, name: str) -> Block:
+    row = Block(message=message, seq=seq, type=block.type, name=name)
+    match block:
+        case TextIn(text=text) | ReasoningIn(text=text):
+            row.text = text
+        case ToolUseIn(id=call_id, input=value):
+            row.call_id = call_id
+            row.input_json = replay.tool_input_json(value)
+        case ToolResultIn(tool_use_id=call_id, content=content, is_error=is_error):
+            row.call_id = call_id
+            row.text = content
+            row.is_error = is_error
+        case ImageIn(media_type=media_type, data=data):
+            row.media_type = media_type
+            row.data = data
+        case _:
+            assert_never(block)
+    return row

@@ -1,0 +1,49 @@
+"""ASGI entry point: HTTP (with static files) and, for live pages, WebSockets."""
+
+import os
+import tempfile
+from typing import Any
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "replaysite.settings")
+django_asgi_app = get_asgi_application()  # sets Django up before anything imports models
+
+from channels.routing import ProtocolTypeRouter  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.core.exceptions import RequestAborted  # noqa: E402
+from django.core.handlers.asgi import ASGIHandler  # noqa: E402
+
+
+class BoundedBodyASGIHandler(ASGIHandler):
+    """Keeps at most DATA_UPLOAD_MAX_MEMORY_SIZE + 1 bytes of a request body.
+
+    Django's own handler spools every chunk to disk before the view runs, so a body sent
+    without Content-Length would be kept whole; this drains the rest unkept, which makes
+    `request.body` raise RequestDataTooBig and the API answer 413.
+    """
+
+    async def read_body(self, receive: Any) -> Any:
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if limit is None:
+            return await super().read_body(receive)
+        body_file = tempfile.SpooledTemporaryFile(  # noqa: SIM115 (handed to the request)
+            max_size=settings.FILE_UPLOAD_MAX_MEMORY_SIZE, mode="w+b"
+        )
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                body_file.close()
+                raise RequestAborted()
+            chunk = message.get("body", b"")
+            if size <= limit:
+                body_file.write(chunk[: limit + 1 - size])
+            size += len(chunk)
+            if not message.get("more_body", False):
+                break
+        body_file.seek(0)
+        return body_file
+
+
+application = ProtocolTypeRouter({"http": BoundedBodyASGIHandler()})

@@ -1,0 +1,239 @@
+"""Replay's one settings module.
+
+Everything that differs between machines comes from the environment, read by the
+small helpers below; a malformed value stops start-up with ImproperlyConfigured
+naming the variable.
+"""
+
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+import django_stubs_ext
+from csp.constants import NONE, SELF
+from django.core.exceptions import ImproperlyConfigured
+
+django_stubs_ext.monkeypatch()  # lets ModelAdmin[Model] and friends run
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name, "").strip()
+    if value == "":
+        return default
+    if value.lower() in {"1", "true", "yes", "on"}:
+        return True
+    if value.lower() in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be 0 or 1, not {value!r}.")
+
+
+def env_int(name: str, default: int, *, minimum: int = 1) -> int:
+    value = os.environ.get(name, "").strip()
+    if value == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a whole number, not {value!r}.") from None
+    if number < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, not {number}.")
+    return number
+
+
+def env_hosts(name: str, default: list[str]) -> list[str]:
+    value = os.environ.get(name, "").strip()
+    if value == "":
+        return default
+    hosts = [host.strip() for host in value.split(",")]
+    if any(host == "" for host in hosts):
+        raise ImproperlyConfigured(f"{name} has an empty entry: {value!r}.")
+    if "*" in hosts:
+        raise ImproperlyConfigured(f"{name} may not contain '*': name the hosts Replay serves.")
+    return hosts
+
+
+def env_database(name: str, default: str) -> dict[str, Any]:
+    url = os.environ.get(name, "").strip() or default
+    try:
+        config: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=0))
+    except Exception as exc:  # dj-database-url raises several types for a bad URL
+        raise ImproperlyConfigured(f"{name} is not a valid database URL: {exc}") from None
+    engine = config.get("ENGINE", "")
+    if engine == "django.db.backends.sqlite3":
+        if not config.get("NAME") or not Path(config["NAME"]).is_absolute():
+            raise ImproperlyConfigured(
+                f"{name} must name an absolute SQLite path (sqlite:////absolute/path.sqlite3)."
+            )
+        # Several writers at once: WAL lets readers go on, IMMEDIATE takes the write
+        # lock at BEGIN so appends queue on the busy timeout instead of failing.
+        config["OPTIONS"] = {
+            "init_command": (
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"
+            ),
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+        }
+    elif engine not in {"django.db.backends.postgresql"}:
+        raise ImproperlyConfigured(f"{name} must be a sqlite:// or postgres:// URL, not {url!r}.")
+    return config
+
+
+def secret_key(data_dir: Path) -> str:
+    """DJANGO_SECRET_KEY, else a random key kept beside the data so sessions survive restarts."""
+    value = os.environ.get("DJANGO_SECRET_KEY", "").strip()
+    if value:
+        if len(value) < 50:
+            raise ImproperlyConfigured("DJANGO_SECRET_KEY must be at least 50 characters long.")
+        return value
+    path = data_dir / "secret_key"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+            f.write(secrets.token_urlsafe(64))
+    except FileExistsError:
+        pass
+    return path.read_text().strip()
+
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+HTTPS = env_bool("DJANGO_HTTPS", False)
+DATA_DIR = Path(os.environ.get("REPLAY_DATA_DIR", "").strip() or BASE_DIR / "data")
+SECRET_KEY = secret_key(DATA_DIR)
+ALLOWED_HOSTS = env_hosts("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+
+REPLAY_MAX_BODY_MB = env_int("REPLAY_MAX_BODY_MB", 20)
+REPLAY_MAX_IMAGE_MB = env_int("REPLAY_MAX_IMAGE_MB", 5)
+REPLAY_MAX_IMAGE_PIXELS = env_int("REPLAY_MAX_IMAGE_PIXELS", 40_000_000)
+# Django refuses bodies over 2.5 MB by default; the API's own limit is the one that counts.
+DATA_UPLOAD_MAX_MEMORY_SIZE = REPLAY_MAX_BODY_MB * 1024 * 1024
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_htmx",
+    "template_partials",
+    "csp",
+    "conversations",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "replaysite.urls"
+ASGI_APPLICATION = "replaysite.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": env_database("DATABASE_URL", f"sqlite:///{DATA_DIR / 'replay.sqlite3'}")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = os.environ.get("REDIS_URL", "").strip()
+if REDIS_URL:
+    if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
+        raise ImproperlyConfigured(f"REDIS_URL must be a redis:// URL, not {REDIS_URL!r}.")
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "django.contrib.staticfiles.storage.StaticFilesStorage"
+            if DEBUG
+            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        )
+    },
+}
+WHITENOISE_USE_FINDERS = DEBUG
+
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+if HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = 31_536_000
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF],
+    }
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"conversations": {"handlers": ["console"], "level": "INFO"}},
+}

@@ -1,0 +1,134 @@
+"""Shared fixtures: API clients with real tokens, and a real daphne server on a free port."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx  # the HTTP client the OpenAI and Anthropic SDKs ship with
+import orjson
+import pytest
+from django.conf import settings
+from django.test import Client
+
+from conversations import services
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # A file, not :memory:, so that a daphne subprocess sees the same test database.
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3"):
+        db.setdefault("TEST", {})["NAME"] = str(tmp_path_factory.mktemp("db") / "test.sqlite3")
+
+
+class ApiClient:
+    """Django's test client speaking JSON with a bearer token."""
+
+    def __init__(self, token: str | None) -> None:
+        self.client = Client()
+        self.token = token
+
+    def _headers(self, headers: dict[str, str] | None) -> dict[str, str]:
+        base = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        return base | (headers or {})
+
+    def get(self, path: str, headers: dict[str, str] | None = None, **params: Any) -> Any:
+        return self.client.get(path, params, headers=self._headers(headers))
+
+    def post(self, path: str, body: Any = None, headers: dict[str, str] | None = None) -> Any:
+        raw = body if isinstance(body, bytes | str) else orjson.dumps(body)
+        return self.client.post(
+            path, raw, content_type="application/json", headers=self._headers(headers)
+        )
+
+
+@pytest.fixture
+def token(db: None) -> str:
+    _, clear = services.api_token_create(label="tests")
+    return clear
+
+
+@pytest.fixture
+def api(token: str) -> ApiClient:
+    return ApiClient(token)
+
+
+@pytest.fixture
+def anonymous_api(db: None) -> ApiClient:
+    return ApiClient(None)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def database_url() -> str:
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    user = db.get("USER") or ""
+    auth = f"{user}@" if user else ""
+    return f"postgres://{auth}{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+
+class Server:
+    def __init__(self, url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+        self.url = url
+        self.process = process
+        self.log = log
+
+    def client(self, token: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+
+def start_daphne(tmp: Path, env: dict[str, str] | None = None) -> Server:
+    port = free_port()
+    log = tmp / f"daphne-{port}.log"
+    environment = os.environ | {
+        "DATABASE_URL": database_url(),
+        "DJANGO_DEBUG": "1",
+        "DJANGO_SECRET_KEY": settings.SECRET_KEY,
+    } | (env or {})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+         "replaysite.asgi:application"],
+        cwd=ROOT,
+        env=environment,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"daphne exited: {log.read_text()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), 0.2):
+                return Server(f"http://127.0.0.1:{port}", process, log)
+        except OSError:
+            time.sleep(0.1)
+    process.kill()
+    raise RuntimeError(f"daphne did not start: {log.read_text()}")
+
+
+@pytest.fixture(scope="session")
+def daphne(
+    django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """A real daphne serving the test database; use it with `transactional_db`."""
+    server = start_daphne(tmp_path_factory.mktemp("daphne"))
+    yield server
+    server.process.terminate()
+    server.process.wait(10)
