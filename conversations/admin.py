@@ -89,7 +89,7 @@ class MessageAdmin(ReadOnlyMixin, admin.ModelAdmin[Message]):
 
     @admin.display(description="Projection (what the model receives)")
     def projection(self, obj: Message) -> str:
-        rows = selectors.message_rows(obj.conversation, seqs=[obj.seq])
+        rows = selectors.message_rows(obj.conversation, start=obj.seq, stop=obj.seq + 1)
         (stored,) = selectors.stored_messages(rows)
         previews = []
         for shape in replay.SHAPES:

@@ -228,7 +228,7 @@ def project(
                 # `system` is text only; images are stored in user messages alone anyway.
                 system.append(text_content(m))
             else:
-                wire.append({"role": m.role, "content": _content(m, vision, shape)})
+                wire.append(project_message(m, vision=vision, shape=shape))
         payload: AnthropicPayload = {}
         if system:
             payload["system"] = "\n\n".join(system)

@@ -67,15 +67,14 @@ def message_get(conversation: Conversation, seq: int) -> Message | None:
 
 
 def message_rows(
-    conversation: Conversation, *, seqs: Iterable[int] | None = None
+    conversation: Conversation, *, start: int = 0, stop: int | None = None
 ) -> list[MessageRow]:
-    """Messages (all, or those with the given seqs) with their blocks, in order: two queries."""
-    messages = Message.objects.filter(conversation=conversation)
-    blocks = Block.objects.filter(message__conversation=conversation)
-    if seqs is not None:
-        wanted = list(seqs)
-        messages = messages.filter(seq__in=wanted)
-        blocks = blocks.filter(message__seq__in=wanted)
+    """Messages with seq in [start, stop) (all by default) with their blocks: two queries."""
+    messages = Message.objects.filter(conversation=conversation, seq__gte=start)
+    blocks = Block.objects.filter(message__conversation=conversation, message__seq__gte=start)
+    if stop is not None:
+        messages = messages.filter(seq__lt=stop)
+        blocks = blocks.filter(message__seq__lt=stop)
     rows: dict[int, MessageRow] = {
         pk: MessageRow(pk, seq, role, created_at, [])
         for pk, seq, role, created_at in messages.order_by("seq").values_list(

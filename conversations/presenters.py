@@ -1,0 +1,225 @@
+"""What the dashboard templates print, computed in Python (templates loop and print).
+
+The projection side of every message is `replay.project_message`'s output, laid out
+as it is: a string stays one string, a list stays its parts in order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from django.db.models import F, Sum
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.timesince import timesince
+
+from conversations import replay, selectors
+from conversations.models import Block, Conversation, Message
+
+FOLD_LINES = 12
+FOLD_CHARS = 1500
+BLOCK_LABELS = {
+    "text": "Text",
+    "tool_use": "Tool use",
+    "tool_result": "Tool result",
+    "reasoning": "Reasoning",
+    "image": "Image",
+}
+
+
+def folds(text: str) -> bool:
+    return len(text) > FOLD_CHARS or text.count("\n") >= FOLD_LINES
+
+
+@dataclass(frozen=True)
+class BlockView:
+    seq: int
+    type: str
+    label: str
+    text: str = ""
+    name: str = ""
+    call_id: str = ""
+    is_error: bool = False
+    image_url: str = ""
+    media_type: str = ""
+    folded: bool = False
+
+
+@dataclass(frozen=True)
+class PartView:
+    kind: str  # "text" or "image"
+    text: str = ""
+    image_url: str = ""
+    media_type: str = ""
+    folded: bool = False
+
+
+@dataclass(frozen=True)
+class MessageView:
+    seq: int
+    role: str
+    created_at: datetime
+    blocks: list[BlockView]
+    wire_role: str
+    lifted: bool  # anthropic shape: a system message crosses in the request's `system`
+    text: str | None  # the wire content when it is one string
+    parts: list[PartView] = field(default_factory=list)
+    folded: bool = False
+
+    @property
+    def anchor(self) -> str:
+        return f"m-{self.seq}"
+
+    @property
+    def block_count(self) -> int:
+        return len(self.blocks)
+
+
+@dataclass(frozen=True)
+class ConversationRow:
+    conversation: Conversation
+    url: str
+    relative: str
+    exact: str
+    unanswered: bool
+
+
+def image_url(conversation_id: object, message_seq: int, block_seq: int) -> str:
+    return reverse("block-image", args=[str(conversation_id), message_seq, block_seq])
+
+
+def block_view(conversation_id: object, message_seq: int, row: selectors.BlockRow) -> BlockView:
+    label = BLOCK_LABELS[row.type]
+    if row.type == "tool_use":
+        pretty = json.dumps(json.loads(row.input_json), indent=2, ensure_ascii=False)
+        return BlockView(
+            row.seq, row.type, label, pretty, row.name, row.call_id, folded=folds(pretty)
+        )
+    if row.type == "tool_result":
+        return BlockView(
+            row.seq, row.type, "Error" if row.is_error else label, row.text, row.name,
+            row.call_id, row.is_error, folded=folds(row.text),
+        )  # fmt: skip
+    if row.type == "image":
+        url = image_url(conversation_id, message_seq, row.seq)
+        return BlockView(row.seq, row.type, label, image_url=url, media_type=row.media_type)
+    return BlockView(row.seq, row.type, label, row.text, folded=folds(row.text))
+
+
+def message_views(
+    conversation: Conversation,
+    rows: Sequence[selectors.MessageRow],
+    *,
+    vision: bool,
+    shape: replay.Shape,
+) -> list[MessageView]:
+    views = []
+    for row, stored in zip(rows, selectors.stored_messages(rows), strict=True):
+        wire = replay.project_message(stored, vision=vision, shape=shape)
+        content = wire["content"]
+        parts: list[PartView] = []
+        if not isinstance(content, str):
+            images = iter([b for b in row.blocks if b.type == "image"])
+            for part in content:
+                if part["type"] == "text":
+                    parts.append(PartView("text", part["text"], folded=folds(part["text"])))
+                else:
+                    image = next(images)
+                    url = image_url(conversation.id, row.seq, image.seq)
+                    parts.append(PartView("image", image_url=url, media_type=image.media_type))
+        views.append(
+            MessageView(
+                seq=row.seq,
+                role=row.role,
+                created_at=row.created_at,
+                blocks=[block_view(conversation.id, row.seq, b) for b in row.blocks],
+                wire_role="system" if row.role == "system" else wire["role"],
+                lifted=shape == "anthropic" and row.role == "system",
+                text=content if isinstance(content, str) else None,
+                parts=parts,
+                folded=isinstance(content, str) and folds(content),
+            )
+        )
+    return views
+
+
+def query(**params: Any) -> str:
+    return "?" + urlencode(params)
+
+
+def toggle(label: str, path: str, options: dict[str, object], active: bool) -> dict[str, object]:
+    return {"label": label, "url": path + query(**options), "active": active}
+
+
+def conversation_page(
+    conversation: Conversation,
+    *,
+    start: int,
+    stop: int | None,
+    vision: bool,
+    shape: replay.Shape,
+) -> dict[str, Any]:
+    rows = selectors.message_rows(conversation, start=start, stop=stop)
+    detail = reverse("conversation", args=[str(conversation.id)])
+    options: dict[str, object] = {"vision": int(vision), "shape": shape}
+    blocks = Message.objects.filter(conversation=conversation).aggregate(n=Sum("block_count"))
+    first = rows[0].seq if rows else start
+    return {
+        "conversation": conversation,
+        "messages": message_views(conversation, rows, vision=vision, shape=shape),
+        "vision": vision,
+        "shape": shape,
+        "total_messages": conversation.message_count,
+        "total_blocks": blocks["n"] or 0,
+        "self_url": detail + query(**options),
+        "download_url": reverse("replay-download", args=[str(conversation.id)]) + query(**options),
+        "earlier_url": (
+            reverse("earlier-messages", args=[str(conversation.id)])
+            + query(before=first, **options)
+            if first > 0
+            else ""
+        ),
+        "first_seq": first,
+        "toggles": [
+            toggle("Vision on", detail, options | {"vision": 1}, vision),
+            toggle("Vision off", detail, options | {"vision": 0}, not vision),
+            toggle("OpenAI", detail, options | {"shape": "openai"}, shape == "openai"),
+            toggle("Anthropic", detail, options | {"shape": "anthropic"}, shape == "anthropic"),
+        ],
+    }
+
+
+def conversation_rows(conversations: list[Conversation]) -> list[ConversationRow]:
+    """List rows, with whether each conversation's last message ends in unanswered tool calls."""
+    last = Message.objects.filter(
+        conversation__in=conversations, seq=F("conversation__message_count") - 1
+    ).values_list("id", "conversation_id")
+    last_ids = dict(last)
+    pending: dict[Any, set[str]] = {}
+    tool_blocks = (
+        Block.objects.filter(message_id__in=last_ids, type__in=["tool_use", "tool_result"])
+        .order_by("message_id", "seq")
+        .values_list("message_id", "type", "call_id")
+    )
+    for message_id, kind, call_id in tool_blocks:
+        open_calls = pending.setdefault(last_ids[message_id], set())
+        if kind == "tool_use":
+            open_calls.add(call_id)
+        else:
+            open_calls.discard(call_id)
+    now = timezone.now()
+    return [
+        ConversationRow(
+            conversation=c,
+            url=c.get_absolute_url(),
+            relative=f"{timesince(c.updated_at, now).split(',')[0]} ago",
+            exact=c.updated_at.isoformat(timespec="seconds"),
+            unanswered=bool(pending.get(c.id)),
+        )
+        for c in conversations
+    ]

@@ -1,0 +1,144 @@
+"""The dashboard (SPEC §4): the conversation list and each message beside its projection."""
+
+from __future__ import annotations
+
+import base64
+import functools
+from collections.abc import Callable
+from typing import Any, TypeAlias
+
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+from django_htmx.http import push_url
+from django_htmx.middleware import HtmxDetails
+
+from conversations import api, presenters, replay, selectors
+from conversations.models import Block, Conversation
+
+View: TypeAlias = Callable[..., HttpResponse]
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+WINDOW = 100
+PER_PAGE = 25
+PERMISSION = "conversations.view_conversation"
+
+
+def operator_required(view: View) -> View:
+    """Signed in (else the login page) with view_conversation (else 403)."""
+    return login_required(permission_required(PERMISSION, raise_exception=True)(view))
+
+
+def _conversation(conversation_id: str) -> Conversation:
+    conversation = selectors.conversation_get(conversation_id)
+    if conversation is None:
+        raise Http404("No such conversation.")
+    return conversation
+
+
+def _options(view: View) -> View:
+    """Parse ?vision= and ?shape= as the API does; a bad value is a 400 page."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            vision, shape = api.replay_options(request)
+        except api.ApiError as exc:
+            return HttpResponseBadRequest(exc.error)
+        return view(request, *args, vision=vision, shape=shape, **kwargs)
+
+    return wrapper
+
+
+@require_GET
+@operator_required
+def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
+    q = request.GET.get("q", "").strip()
+    page = Paginator(selectors.conversation_list(q=q), PER_PAGE).get_page(request.GET.get("page"))
+    context = {"page": page, "q": q, "rows": presenters.conversation_rows(list(page))}
+    template = "conversations/list.html#results" if request.htmx else "conversations/list.html"
+    return render(request, template, context)
+
+
+@require_GET
+@operator_required
+@_options
+def conversation_detail(
+    request: HtmxHttpRequest, conversation_id: str, *, vision: bool, shape: replay.Shape
+) -> HttpResponse:
+    conversation = _conversation(conversation_id)
+    start = max(0, conversation.message_count - WINDOW)
+    context = presenters.conversation_page(
+        conversation, start=start, stop=None, vision=vision, shape=shape
+    )
+    if request.htmx:
+        response = render(request, "conversations/detail.html#conversation", context)
+        return push_url(response, context["self_url"])
+    return render(request, "conversations/detail.html", context)
+
+
+@require_GET
+@operator_required
+@_options
+def earlier_messages(
+    request: HttpRequest, conversation_id: str, *, vision: bool, shape: replay.Shape
+) -> HttpResponse:
+    """Messages before `before`, back to `from` (a deep link's target) or one window."""
+    conversation = _conversation(conversation_id)
+    try:
+        before = int(request.GET["before"])
+        start = int(request.GET.get("from", before - WINDOW))
+    except (KeyError, ValueError):
+        return HttpResponseBadRequest("before (and from, if given) must be message numbers.")
+    start = max(0, min(start, before))
+    context = presenters.conversation_page(
+        conversation, start=start, stop=before, vision=vision, shape=shape
+    )
+    return render(request, "conversations/detail.html#window", context)
+
+
+@require_GET
+@operator_required
+@_options
+def replay_download(
+    request: HttpRequest, conversation_id: str, *, vision: bool, shape: replay.Shape
+) -> HttpResponse:
+    """The same bytes as GET /api/conversations/ID/replay, for a signed-in operator."""
+    conversation = _conversation(conversation_id)
+    response = api.json_response(selectors.replay_payload(conversation, vision=vision, shape=shape))
+    name = f"replay-{conversation.id}-{shape}-vision-{'on' if vision else 'off'}.json"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+@require_GET
+@operator_required
+def block_image(request: HttpRequest, conversation_id: str, seq: int, block: int) -> HttpResponse:
+    """An image block's bytes, as the raster type it was validated as; never SVG or HTML."""
+    row = (
+        Block.objects.filter(
+            message__conversation_id=_conversation(conversation_id).id,
+            message__seq=seq,
+            seq=block,
+            type="image",
+        )
+        .only("media_type", "data")
+        .first()
+    )
+    if row is None:
+        raise Http404("No such image.")
+    response = HttpResponse(base64.b64decode(row.data), content_type=row.media_type)
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    response["Cache-Control"] = "private, max-age=86400, immutable"
+    return response
+
+
+def forbidden(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return render(request, "403.html", status=403)
