@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.apps import AppConfig
 
 
@@ -6,4 +8,16 @@ class ConversationsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.contrib.auth.signals import user_logged_out
+
         from conversations import checks  # noqa: F401  (registers the system checks)
+
+        user_logged_out.connect(close_sockets_on_logout, dispatch_uid="replay-close-sockets")
+
+
+def close_sockets_on_logout(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
+    """A user who signs out stops watching: their live sockets are closed."""
+    from conversations import events
+
+    if user is not None:
+        events.close_user_sockets(user.pk)

@@ -6,12 +6,14 @@ instances; a consumer loads what it needs through the selectors and renders it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from functools import partial
 from typing import Literal, TypeAlias, TypedDict
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db import transaction
 
 log = logging.getLogger(__name__)
@@ -21,6 +23,10 @@ LIST_GROUP = "conversations"
 
 def conversation_group(conversation_id: str) -> str:
     return f"conversation.{conversation_id}"
+
+
+def user_group(user_id: object) -> str:
+    return f"user.{user_id}"
 
 
 class ConversationCreated(TypedDict):
@@ -42,6 +48,10 @@ class BlockAdded(TypedDict):
     block_seq: int
 
 
+class LoggedOut(TypedDict):
+    type: Literal["session.logged_out"]
+
+
 Event: TypeAlias = ConversationCreated | MessageAdded | BlockAdded
 
 
@@ -51,16 +61,37 @@ def publish_on_commit(event: Event) -> None:
 
 
 def publish(event: Event) -> None:
-    """Send the event to the conversation's group and the list group.
+    """Send the event to the list group and the conversation's group.
 
-    The channel layer is a hint, not the record: a failure is logged and ingest goes on.
+    The channel layer is a hint, not the record: a refused or hanging layer is logged
+    after REPLAY_BROADCAST_TIMEOUT seconds and ingest goes on; watchers resync later.
     """
+    groups = [LIST_GROUP, conversation_group(event["conversation_id"])]
+    try:
+        async_to_sync(_send)(groups, dict(event))
+    except Exception as exc:  # the layer's failures are many and all mean the same
+        log.warning(
+            "could not publish %s for %s: %s: %s",
+            event["type"],
+            event["conversation_id"],
+            type(exc).__name__,
+            exc,
+        )
+
+
+def close_user_sockets(user_id: object) -> None:
+    """Close every live socket of this user (on logout)."""
+    message: LoggedOut = {"type": "session.logged_out"}
+    try:
+        async_to_sync(_send)([user_group(user_id)], dict(message))
+    except Exception as exc:
+        log.warning("could not close the sockets of user %s: %s", user_id, exc)
+
+
+async def _send(groups: list[str], message: dict[str, object]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    groups = [LIST_GROUP, conversation_group(event["conversation_id"])]
-    try:
+    async with asyncio.timeout(settings.REPLAY_BROADCAST_TIMEOUT):
         for group in groups:
-            async_to_sync(layer.group_send)(group, dict(event))
-    except Exception:
-        log.exception("could not publish %s for %s", event["type"], event["conversation_id"])
+            await layer.group_send(group, message)

@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.timesince import timesince
 
-from conversations import replay, selectors
+from conversations import replay, routing, selectors
 from conversations.models import Block, Conversation, Message
 
 FOLD_LINES = 12
@@ -177,6 +177,7 @@ def conversation_page(
         "total_messages": conversation.message_count,
         "total_blocks": blocks["n"] or 0,
         "self_url": detail + query(**options),
+        "socket_url": routing.conversation_socket_url(conversation.id, vision=vision, shape=shape),
         "download_url": reverse("replay-download", args=[str(conversation.id)]) + query(**options),
         "earlier_url": (
             reverse("earlier-messages", args=[str(conversation.id)])

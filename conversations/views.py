@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET
 from django_htmx.http import push_url
 from django_htmx.middleware import HtmxDetails
 
-from conversations import api, presenters, replay, selectors
+from conversations import api, presenters, replay, routing, selectors
 from conversations.models import Block, Conversation
 
 View: TypeAlias = Callable[..., HttpResponse]
@@ -61,7 +61,14 @@ def _options(view: View) -> View:
 def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
     q = request.GET.get("q", "").strip()
     page = Paginator(selectors.conversation_list(q=q), PER_PAGE).get_page(request.GET.get("page"))
-    context = {"page": page, "q": q, "rows": presenters.conversation_rows(list(page))}
+    context = {
+        "page": page,
+        "q": q,
+        "rows": presenters.conversation_rows(list(page)),
+        # Only the first unfiltered page moves with live activity.
+        "live": page.number == 1 and not q,
+        "socket_url": routing.list_socket_url(),
+    }
     template = "conversations/list.html#results" if request.htmx else "conversations/list.html"
     return render(request, template, context)
 

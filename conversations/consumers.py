@@ -1,0 +1,226 @@
+"""Live updates (SPEC §4): thin consumers that push the page's own partials.
+
+The channel layer is a hint, not the record: every fragment carries its position
+(message seq, block count), a client that reconnects reports what it holds and gets
+the rest from the database, and a consumer that sees a gap resyncs from the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from conversations import events, fragments, replay
+
+log = logging.getLogger(__name__)
+PERMISSION = "conversations.view_conversation"
+FORBIDDEN = 4403
+BAD_REQUEST = 4400
+NOT_FOUND = 4404
+LOGGED_OUT = 4401
+
+
+class RenderCache:
+    """Renders each fragment once per event and view variant, however many sockets watch.
+
+    Keyed by what the event says changed; entries live a few seconds, long enough for
+    every consumer in this process to pick the same rendering up.
+    """
+
+    def __init__(self, ttl: float = 5.0) -> None:
+        self.ttl = ttl
+        self.pending: dict[tuple[Any, ...], asyncio.Future[str]] = {}
+
+    async def get(self, key: tuple[Any, ...], render: Callable[[], Awaitable[str]]) -> str:
+        future = self.pending.get(key)
+        if future is None:
+            loop = asyncio.get_running_loop()
+            future = loop.create_future()
+            self.pending[key] = future
+            loop.call_later(self.ttl, self.pending.pop, key, None)
+            try:
+                future.set_result(await render())
+            except Exception as exc:
+                self.pending.pop(key, None)
+                future.set_exception(exc)
+                raise
+        return await asyncio.shield(future)
+
+
+renders = RenderCache()
+
+
+class Watcher(AsyncWebsocketConsumer):
+    """What both live sockets share: refusal of outsiders, the logout group, refreshes."""
+
+    groups_joined: list[str]
+    refresher: asyncio.Task[None] | None = None
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=FORBIDDEN)
+            return
+        if not await database_sync_to_async(user.has_perm)(PERMISSION):
+            await self.close(code=FORBIDDEN)
+            return
+        if not await self.prepare():
+            return
+        self.groups_joined = [events.user_group(user.pk), *self.watched_groups()]
+        await self.join()
+        await self.accept()
+        self.refresher = asyncio.ensure_future(self.refresh_groups())
+        await self.opened()
+
+    async def prepare(self) -> bool:
+        return True
+
+    def watched_groups(self) -> list[str]:
+        return []
+
+    async def opened(self) -> None:
+        pass
+
+    async def join(self) -> None:
+        for group in self.groups_joined:
+            await self.channel_layer.group_add(group, self.channel_name)
+
+    async def refresh_groups(self) -> None:
+        # Layers forget group members after group_expiry; re-adding renews them.
+        while True:
+            await asyncio.sleep(settings.REPLAY_GROUP_REFRESH_SECONDS)
+            await self.join()
+
+    async def disconnect(self, code: int) -> None:
+        if self.refresher is not None:
+            self.refresher.cancel()
+        for group in getattr(self, "groups_joined", []):
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def session_logged_out(self, event: events.LoggedOut) -> None:
+        await self.close(code=LOGGED_OUT)
+
+    def query(self, name: str, default: str) -> str:
+        params = parse_qs(self.scope.get("query_string", b"").decode())
+        return params.get(name, [default])[-1]
+
+
+class ConversationConsumer(Watcher):
+    """`/ws/conversations/ID/`: every message and block added to one conversation."""
+
+    conversation_id: str
+    vision: bool
+    shape: replay.Shape
+    # What this client holds, as far as this consumer knows: message seq → block count,
+    # for the messages from `first` on (a page may hold only the latest window).
+    held: dict[int, int]
+    first: int = 0
+
+    async def prepare(self) -> bool:
+        self.conversation_id = str(self.scope["url_route"]["kwargs"]["conversation_id"])
+        vision = self.query("vision", "1").lower()
+        shape = self.query("shape", "openai")
+        if vision not in {"1", "0", "true", "false"} or shape not in replay.SHAPES:
+            await self.close(code=BAD_REQUEST)
+            return False
+        self.vision = vision in {"1", "true"}
+        self.shape = shape
+        counts = await database_sync_to_async(fragments.block_counts)(self.conversation_id, 0)
+        if counts is None:
+            await self.close(code=NOT_FOUND)
+            return False
+        # Everything that exists now is the client's page; what comes later is pushed.
+        self.held = counts
+        return True
+
+    def watched_groups(self) -> list[str]:
+        return [events.conversation_group(self.conversation_id)]
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """`{"type": "resume", "from": SEQ, "counts": [blocks of SEQ, of SEQ+1, …]}`:
+        the client's position; everything after it is sent from the database."""
+        try:
+            report = json.loads(text_data or "")
+            start = int(report["from"])
+            counts = [int(n) for n in report["counts"]]
+        except (ValueError, KeyError, TypeError):
+            return
+        if report.get("type") != "resume" or start < 0:
+            return
+        self.first = start
+        self.held = {start + i: n for i, n in enumerate(counts)}
+        await self.resync(start)
+
+    async def resync(self, start: int) -> None:
+        current = await database_sync_to_async(fragments.block_counts)(self.conversation_id, start)
+        stale = [seq for seq, n in sorted((current or {}).items()) if self.held.get(seq, -1) < n]
+        if stale:
+            html = await database_sync_to_async(fragments.messages_html)(
+                self.conversation_id, stale, self.vision, self.shape
+            )
+            await self.push(html, current or {}, stale)
+
+    async def conversation_message_added(self, event: events.MessageAdded) -> None:
+        await self.changed(event["message_seq"], event["block_count"])
+
+    async def conversation_block_added(self, event: events.BlockAdded) -> None:
+        await self.changed(event["message_seq"], event["block_seq"] + 1)
+
+    async def changed(self, seq: int, blocks: int) -> None:
+        if seq < self.first or self.held.get(seq, -1) >= blocks:
+            return  # before the client's window, or already sent (by a resync)
+        last = max(self.held, default=-1)
+        if seq > last + 1:
+            await self.resync(last + 1)  # messages went missing in the layer
+            return
+        key = (self.conversation_id, seq, blocks, self.vision, self.shape)
+        html = await renders.get(
+            key,
+            database_sync_to_async(
+                lambda: fragments.messages_html(
+                    self.conversation_id, [seq], self.vision, self.shape
+                )
+            ),
+        )
+        current = {seq: max(blocks, self.held.get(seq, 0))}
+        await self.push(html, current, [seq])
+
+    async def push(self, html: str, counts: dict[int, int], seqs: list[int]) -> None:
+        await self.send(text_data=html)
+        for seq in seqs:
+            self.held[seq] = max(self.held.get(seq, 0), counts.get(seq, 0))
+
+    async def conversation_created(self, event: events.ConversationCreated) -> None:
+        pass
+
+
+class ListConsumer(Watcher):
+    """`/ws/conversations/`: new conversations and activity, for the list page."""
+
+    def watched_groups(self) -> list[str]:
+        return [events.LIST_GROUP]
+
+    async def conversation_created(self, event: events.ConversationCreated) -> None:
+        await self.row(event["conversation_id"], "created")
+
+    async def conversation_message_added(self, event: events.MessageAdded) -> None:
+        await self.row(event["conversation_id"], event["message_seq"], event["block_count"])
+
+    async def conversation_block_added(self, event: events.BlockAdded) -> None:
+        await self.row(event["conversation_id"], event["message_seq"], event["block_seq"])
+
+    async def row(self, conversation_id: str, *position: Any) -> None:
+        key = ("row", conversation_id, *position)
+        html = await renders.get(
+            key, database_sync_to_async(lambda: fragments.row_html(conversation_id))
+        )
+        if html:
+            await self.send(text_data=html)

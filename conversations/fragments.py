@@ -1,0 +1,53 @@
+"""The live fragments: the page's own partials, rendered for a socket (one rendering path)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db.models import Sum
+from django.template.loader import render_to_string
+
+from conversations import presenters, replay, selectors
+from conversations.models import Message
+
+
+def block_counts(conversation_id: str, start: int) -> dict[int, int] | None:
+    """Message seq → block count from `start` on; None when there is no such conversation."""
+    conversation = selectors.conversation_get(conversation_id)
+    if conversation is None:
+        return None
+    rows = Message.objects.filter(conversation=conversation, seq__gte=start)
+    return dict(rows.values_list("seq", "block_count"))
+
+
+def messages_html(
+    conversation_id: str, seqs: Sequence[int], vision: bool, shape: replay.Shape
+) -> str:
+    """The `message` partial for each seq, in order, and the conversation's new totals."""
+    conversation = selectors.conversation_get(conversation_id)
+    if conversation is None or not seqs:
+        return ""
+    rows = [
+        row
+        for row in selectors.message_rows(conversation, start=min(seqs), stop=max(seqs) + 1)
+        if row.seq in set(seqs)
+    ]
+    views = presenters.message_views(conversation, rows, vision=vision, shape=shape)
+    blocks = Message.objects.filter(conversation=conversation).aggregate(n=Sum("block_count"))
+    parts = [render_to_string("conversations/detail.html#message", {"m": m}) for m in views]
+    parts.append(
+        render_to_string(
+            "conversations/detail.html#totals",
+            {"total_messages": conversation.message_count, "total_blocks": blocks["n"] or 0},
+        )
+    )
+    return "".join(parts)
+
+
+def row_html(conversation_id: str) -> str:
+    """The list page's row for one conversation."""
+    conversation = selectors.conversation_get(conversation_id)
+    if conversation is None:
+        return ""
+    (row,) = presenters.conversation_rows([conversation])
+    return render_to_string("conversations/list.html#row", {"row": row})

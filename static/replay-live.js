@@ -1,0 +1,179 @@
+// Live updates over htmx's WebSocket extension (static/vendor), made gap-free:
+// - every close the page did not ask for is retried (the extension alone gives up on 1000/1001);
+// - on every (re)connect the page reports what it holds, and the server sends the rest;
+// - each fragment carries its position (message seq, block count), so nothing is applied twice
+//   and nothing goes backwards; new messages are inserted in seq order at once.
+(function () {
+  "use strict";
+  var htmx = window.htmx;
+  if (!htmx) { return; }
+
+  // The extension reconnects (with full-jitter backoff) only on 1006/1011/1012/1013. daphne
+  // closes timed-out sockets with 1000 and a restarting server says 1001: report every close
+  // as abnormal so the extension retries. It still stops when the socket's element is gone.
+  htmx.createWebSocket = function (url) {
+    var socket = new WebSocket(url, []);
+    socket.binaryType = htmx.config.wsBinaryType || "blob";
+    var onclose = null;
+    Object.defineProperty(socket, "onclose", {
+      configurable: true,
+      get: function () { return onclose; },
+      set: function (handler) { onclose = handler; }
+    });
+    socket.addEventListener("close", function (event) {
+      if (onclose) {
+        onclose.call(socket, {
+          type: "close", code: 1006, originalCode: event.code,
+          reason: event.reason, wasClean: event.wasClean
+        });
+      }
+    });
+    return socket;
+  };
+
+  var everOpen = false;
+  var unseen = 0;
+
+  function setStatus(state) {
+    var status = document.getElementById("live-status");
+    if (status) {
+      status.setAttribute("data-state", state);
+      status.textContent = state;
+    }
+  }
+
+  function messagesBox() { return document.getElementById("messages"); }
+
+  function heldMessages() {
+    var box = messagesBox();
+    return box ? Array.prototype.slice.call(box.querySelectorAll(":scope > .message")) : [];
+  }
+
+  function position() {
+    var held = heldMessages();
+    var earlier = document.getElementById("earlier");
+    var first = held.length ? parseInt(held[0].getAttribute("data-seq"), 10) : 0;
+    if (!held.length && earlier) { first = 0; }
+    var counts = [];
+    held.forEach(function (m) {
+      var seq = parseInt(m.getAttribute("data-seq"), 10);
+      while (first + counts.length < seq) { counts.push(-1); }  // a hole: ask for it
+      counts.push(parseInt(m.getAttribute("data-blocks"), 10));
+    });
+    return { type: "resume", from: first, counts: counts };
+  }
+
+  function nearBottom() {
+    var doc = document.documentElement;
+    return window.innerHeight + window.scrollY >= doc.scrollHeight - 120;
+  }
+
+  function showPill() {
+    var pill = document.getElementById("new-messages");
+    if (!pill) { return; }
+    pill.textContent = unseen + (unseen === 1 ? " new message" : " new messages");
+    pill.hidden = unseen === 0;
+  }
+
+  function followTail() {
+    unseen = 0;
+    showPill();
+    window.scrollTo(0, document.documentElement.scrollHeight);
+  }
+
+  function applyMessage(node) {
+    var seq = parseInt(node.getAttribute("data-seq"), 10);
+    var blocks = parseInt(node.getAttribute("data-blocks"), 10);
+    var existing = document.getElementById("m-" + seq);
+    if (existing) {
+      if (parseInt(existing.getAttribute("data-blocks"), 10) >= blocks) { return false; }
+      var wasCurrent = existing.classList.contains("current");
+      htmx.swap(existing, node.outerHTML, { swapStyle: "outerHTML" });
+      if (wasCurrent) { document.getElementById("m-" + seq).classList.add("current"); }
+      return false;
+    }
+    var held = heldMessages();
+    if (held.length && seq < parseInt(held[0].getAttribute("data-seq"), 10)) {
+      return false;  // before the loaded window: "Load earlier" will bring it
+    }
+    var next = null;
+    for (var i = 0; i < held.length; i++) {
+      if (parseInt(held[i].getAttribute("data-seq"), 10) > seq) { next = held[i]; break; }
+    }
+    if (next) {
+      htmx.swap(next, node.outerHTML, { swapStyle: "beforebegin" });
+    } else {
+      htmx.swap(messagesBox(), node.outerHTML, { swapStyle: "beforeend" });
+    }
+    return true;
+  }
+
+  function applyTotals(node) {
+    var totals = document.getElementById("totals");
+    if (!totals) { return; }
+    var newer = parseInt(node.getAttribute("data-messages"), 10) >
+      parseInt(totals.getAttribute("data-messages"), 10) ||
+      parseInt(node.getAttribute("data-blocks"), 10) >
+      parseInt(totals.getAttribute("data-blocks"), 10);
+    if (newer) { htmx.swap(totals, node.outerHTML, { swapStyle: "outerHTML" }); }
+  }
+
+  function applyRow(node) {
+    var body = document.querySelector("#results tbody");
+    if (!body) { return; }
+    var existing = document.getElementById(node.id);
+    if (existing) {
+      if (existing.getAttribute("data-updated") > node.getAttribute("data-updated")) { return; }
+      existing.remove();
+    }
+    htmx.swap(body, node.outerHTML, { swapStyle: "afterbegin" });
+  }
+
+  document.addEventListener("htmx:wsConnecting", function () {
+    setStatus(everOpen ? "reconnecting" : "connecting");
+  });
+  document.addEventListener("htmx:wsOpen", function (event) {
+    everOpen = true;
+    setStatus("live");
+    if (messagesBox()) {
+      event.detail.socketWrapper.send(JSON.stringify(position()));
+    }
+  });
+  document.addEventListener("htmx:wsClose", function () {
+    setStatus(navigator.onLine === false ? "offline" : "reconnecting");
+  });
+  window.addEventListener("offline", function () { setStatus("offline"); });
+
+  document.addEventListener("htmx:wsBeforeMessage", function (event) {
+    event.preventDefault();  // applied here, in order and at most once
+    var template = document.createElement("template");
+    template.innerHTML = event.detail.message;
+    var follow = nearBottom();
+    var added = 0;
+    Array.prototype.slice.call(template.content.children).forEach(function (node) {
+      if (node.classList.contains("message")) {
+        if (applyMessage(node)) { added += 1; }
+      } else if (node.id === "totals") {
+        applyTotals(node);
+      } else if (node.classList.contains("row")) {
+        applyRow(node);
+      }
+    });
+    if (!added) { return; }
+    if (follow) {
+      followTail();
+    } else {
+      unseen += added;
+      showPill();
+    }
+  });
+
+  document.addEventListener("click", function (event) {
+    if (event.target instanceof Element && event.target.closest("#new-messages")) {
+      followTail();
+    }
+  });
+  window.addEventListener("scroll", function () {
+    if (unseen && nearBottom()) { unseen = 0; showPill(); }
+  }, { passive: true });
+})();
