@@ -94,10 +94,15 @@ class Watcher(AsyncWebsocketConsumer):
             await self.channel_layer.group_add(group, self.channel_name)
 
     async def refresh_groups(self) -> None:
-        # Layers forget group members after group_expiry; re-adding renews them.
+        # Layers forget group members after group_expiry (and all of them when Redis
+        # restarts); re-adding renews them, and a resync covers what went by meanwhile.
         while True:
             await asyncio.sleep(settings.REPLAY_GROUP_REFRESH_SECONDS)
             await self.join()
+            await self.refreshed()
+
+    async def refreshed(self) -> None:
+        pass
 
     async def disconnect(self, code: int) -> None:
         if self.refresher is not None:
@@ -167,6 +172,9 @@ class ConversationConsumer(Watcher):
                 self.conversation_id, stale, self.vision, self.shape
             )
             await self.push(html, current or {}, stale)
+
+    async def refreshed(self) -> None:
+        await self.resync(self.first)
 
     async def conversation_message_added(self, event: events.MessageAdded) -> None:
         await self.changed(event["message_seq"], event["block_count"])

@@ -111,7 +111,7 @@ REPLAY_MAX_IMAGE_PIXELS = env_int("REPLAY_MAX_IMAGE_PIXELS", 40_000_000)
 # Live updates: how long ingest waits for the channel layer before logging and going on,
 # and how often a socket renews its group membership (layers expire members).
 REPLAY_BROADCAST_TIMEOUT = env_int("REPLAY_BROADCAST_TIMEOUT_MS", 500) / 1000
-REPLAY_GROUP_REFRESH_SECONDS = env_int("REPLAY_GROUP_REFRESH_SECONDS", 3600)
+REPLAY_GROUP_REFRESH_SECONDS = env_int("REPLAY_GROUP_REFRESH_SECONDS", 60)
 # Django refuses bodies over 2.5 MB by default; the API's own limit is the one that counts.
 DATA_UPLOAD_MAX_MEMORY_SIZE = REPLAY_MAX_BODY_MB * 1024 * 1024
 
