@@ -25,6 +25,9 @@ class ReadOnlyMixin:
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # deleting one message would leave a hole in the dense seqs
+
 
 @admin.register(Conversation)
 class ConversationAdmin(admin.ModelAdmin[Conversation]):

@@ -77,9 +77,24 @@ def env_database(name: str, default: str) -> dict[str, Any]:
             "transaction_mode": "IMMEDIATE",
             "timeout": 20,
         }
-    elif engine not in {"django.db.backends.postgresql"}:
+    elif engine == "django.db.backends.postgresql":
+        if not config.get("NAME"):
+            raise ImproperlyConfigured(
+                f"{name} must name a database (postgres://user@host:5432/NAME)."
+            )
+    else:
         raise ImproperlyConfigured(f"{name} must be a sqlite:// or postgres:// URL, not {url!r}.")
     return config
+
+
+def env_dir(name: str, default: Path) -> Path:
+    """A folder Replay may write to, created if missing."""
+    path = Path(os.environ.get(name, "").strip() or default)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ImproperlyConfigured(f"{name} ({path}) is not a usable folder: {exc}") from None
+    return path
 
 
 def secret_key(data_dir: Path) -> str:
@@ -90,7 +105,6 @@ def secret_key(data_dir: Path) -> str:
             raise ImproperlyConfigured("DJANGO_SECRET_KEY must be at least 50 characters long.")
         return value
     path = data_dir / "secret_key"
-    data_dir.mkdir(parents=True, exist_ok=True)
     try:
         with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
             f.write(secrets.token_urlsafe(64))
@@ -101,7 +115,7 @@ def secret_key(data_dir: Path) -> str:
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
 HTTPS = env_bool("DJANGO_HTTPS", False)
-DATA_DIR = Path(os.environ.get("REPLAY_DATA_DIR", "").strip() or BASE_DIR / "data")
+DATA_DIR = env_dir("REPLAY_DATA_DIR", BASE_DIR / "data")
 SECRET_KEY = secret_key(DATA_DIR)
 ALLOWED_HOSTS = env_hosts("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 
@@ -194,7 +208,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("REPLAY_STATIC_ROOT", "").strip() or BASE_DIR / "staticfiles")
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

@@ -97,11 +97,15 @@ class Server:
 def start_daphne(tmp: Path, env: dict[str, str] | None = None) -> Server:
     port = free_port()
     log = tmp / f"daphne-{port}.log"
-    environment = os.environ | {
-        "DATABASE_URL": database_url(),
-        "DJANGO_DEBUG": "1",
-        "DJANGO_SECRET_KEY": settings.SECRET_KEY,
-    } | (env or {})
+    environment = (
+        os.environ
+        | {
+            "DATABASE_URL": database_url(),
+            "DJANGO_DEBUG": "1",
+            "DJANGO_SECRET_KEY": settings.SECRET_KEY,
+        }
+        | (env or {})
+    )
     process = subprocess.Popen(
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
          "replaysite.asgi:application"],

@@ -1,0 +1,406 @@
+"""The Django admin (SPEC §4): conversations, messages with their blocks and projection,
+API tokens; the record stays append-only and everything hostile is escaped."""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import re
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.contrib.auth.models import Permission
+from django.contrib.messages import get_messages
+from django.test import Client
+
+from conversations import events, services
+from conversations.models import ApiToken, Block, Conversation, Message
+from conversations.schemas import BLOCK_ADAPTER
+
+pytestmark = pytest.mark.django_db
+
+CONVERSATIONS = "/admin/conversations/conversation/"
+MESSAGES = "/admin/conversations/message/"
+TOKENS = "/admin/conversations/apitoken/"
+PNG = (  # 1×1 pixel
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5E"
+    "rkJggg=="
+)
+HOSTILE = "<script>alert(1)</script>"
+
+
+def append(conversation: Conversation, role: str, *blocks: dict[str, Any]) -> Message:
+    message, _ = services.message_append(
+        conversation=conversation,
+        role=role,
+        blocks=[BLOCK_ADAPTER.validate_python(block) for block in blocks],
+    )
+    return message
+
+
+@pytest.fixture
+def conversation() -> Conversation:
+    conversation = services.conversation_create(title="Incident on api-7")
+    append(conversation, "system", {"type": "text", "text": "Be careful."})
+    append(
+        conversation,
+        "user",
+        {"type": "text", "text": "What does this show?"},
+        {"type": "image", "media_type": "image/png", "data": PNG},
+    )
+    append(
+        conversation,
+        "assistant",
+        {"type": "tool_use", "id": "call_9", "name": "lookup", "input": {"z": 1, "a": "é"}},
+    )
+    return conversation
+
+
+def message(conversation: Conversation, seq: int) -> Message:
+    return Message.objects.get(conversation=conversation, seq=seq)
+
+
+def json_in_pre(page: str) -> list[Any]:
+    """Every <pre> of the page that holds JSON, parsed."""
+    found = []
+    for raw in re.findall(r"<pre[^>]*>(.*?)</pre>", page, flags=re.S):
+        try:
+            found.append(json.loads(html.unescape(raw)))
+        except ValueError:
+            continue
+    return found
+
+
+def staff(django_user_model: Any, *permissions: str) -> Client:
+    user = django_user_model.objects.create_user(
+        "staffer", "s@x.test", "a long passphrase 3", is_staff=True
+    )
+    for codename in permissions:
+        user.user_permissions.add(Permission.objects.get(codename=codename))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def api_status(clear: str | None) -> int:
+    """The API's answer to a token: 200 when it authenticates."""
+    return (
+        Client().get("/api/conversations", headers={"Authorization": f"Bearer {clear}"}).status_code
+    )
+
+
+def token_in_messages(response: Any, digest: str) -> str | None:
+    """The clear token shown in the response's messages: the word whose SHA-256 is `digest`."""
+    for shown in get_messages(response.wsgi_request):
+        for word in re.split(r"[\s'\"—:,()]+", str(shown)):
+            if word and hashlib.sha256(word.encode()).hexdigest() == digest:
+                return word
+    return None
+
+
+# Conversations
+
+
+def test_conversation_changelist_lists_with_message_count_and_dashboard_link(
+    admin_client: Client, conversation: Conversation
+) -> None:
+    response = admin_client.get(CONVERSATIONS)
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "Incident on api-7" in page
+    assert re.search(r'<td class="field-message_count">\s*3\s*</td>', page)
+    assert f'href="/c/{conversation.id}/"' in page
+
+
+def test_conversation_changelist_searches_titles(admin_client: Client) -> None:
+    services.conversation_create(title="Alpha deploy")
+    services.conversation_create(title="Beta rollback")
+
+    page = admin_client.get(CONVERSATIONS, {"q": "alpha"}).content.decode()
+
+    assert "Alpha deploy" in page
+    assert "Beta rollback" not in page
+
+
+def test_conversation_change_page_shows_the_conversation(
+    admin_client: Client, conversation: Conversation
+) -> None:
+    response = admin_client.get(f"{CONVERSATIONS}{conversation.id}/change/")
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert 'value="Incident on api-7"' in page
+    assert str(conversation.id) in page
+    assert f'href="/c/{conversation.id}/"' in page
+
+
+def test_hostile_title_is_escaped_in_the_admin(admin_client: Client) -> None:
+    hostile = services.conversation_create(title=HOSTILE)
+
+    for url in (CONVERSATIONS, f"{CONVERSATIONS}{hostile.id}/change/"):
+        page = admin_client.get(url).content.decode()
+        assert HOSTILE not in page, url
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page, url
+
+
+def test_adding_a_conversation_in_the_admin_creates_it_through_the_services(
+    admin_client: Client, django_capture_on_commit_callbacks: Any
+) -> None:
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(events.LIST_GROUP, channel)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client.post(
+            f"{CONVERSATIONS}add/", {"title": "Made in admin", "metadata": '{"team": "ops"}'}
+        )
+
+    assert response.status_code == 302
+    created = Conversation.objects.get(title="Made in admin")
+    assert created.metadata == {"team": "ops"}
+    assert created.message_count == 0
+    event = async_to_sync(layer.receive)(channel)
+    assert event == {"type": "conversation.created", "conversation_id": str(created.id)}
+
+
+def test_changing_a_conversation_title_in_the_admin_keeps_its_messages(
+    admin_client: Client, conversation: Conversation
+) -> None:
+    response = admin_client.post(
+        f"{CONVERSATIONS}{conversation.id}/change/", {"title": "Renamed", "metadata": "{}"}
+    )
+
+    assert response.status_code == 302
+    conversation.refresh_from_db()
+    assert conversation.title == "Renamed"
+    assert conversation.message_count == 3
+    assert Message.objects.filter(conversation=conversation).count() == 3
+
+
+# Messages and blocks
+
+
+def test_message_change_page_shows_blocks_inline(
+    admin_client: Client, conversation: Conversation
+) -> None:
+    response = admin_client.get(f"{MESSAGES}{message(conversation, 2).pk}/change/")
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "call_9" in page
+    assert "lookup" in page
+    assert "tool_use" in page
+
+
+def test_message_projection_preview_is_exactly_the_projection(
+    admin_client: Client, conversation: Conversation
+) -> None:
+    page = admin_client.get(f"{MESSAGES}{message(conversation, 2).pk}/change/").content.decode()
+
+    shown = json_in_pre(page)
+    expected = {"role": "assistant", "content": 'Tool use: lookup({"z":1,"a":"é"})'}
+    assert expected in shown
+
+
+def test_message_projection_preview_shows_images_as_not_seen_with_vision_off(
+    admin_client: Client, conversation: Conversation
+) -> None:
+    page = admin_client.get(f"{MESSAGES}{message(conversation, 1).pk}/change/").content.decode()
+
+    shown = json_in_pre(page)
+    marker = "[Image (image/png): not seen — this model cannot view images]"
+    assert {"role": "user", "content": f"What does this show?\n\n{marker}"} in shown
+    openai_on = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "What does this show?"},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
+        ],
+    }
+    assert openai_on in shown
+
+
+def test_empty_message_previews_as_empty_message(admin_client: Client) -> None:
+    conversation = services.conversation_create(title="Quiet")
+    empty = append(conversation, "assistant")
+
+    page = admin_client.get(f"{MESSAGES}{empty.pk}/change/").content.decode()
+
+    assert {"role": "assistant", "content": "[Empty message]"} in json_in_pre(page)
+
+
+def test_hostile_block_content_is_escaped_in_the_message_page(admin_client: Client) -> None:
+    conversation = services.conversation_create(title="Hostile")
+    hostile = append(
+        conversation,
+        "user",
+        {"type": "text", "text": HOSTILE},
+        {"type": "tool_result", "tool_use_id": "x", "name": "t", "content": "</pre><b>x</b>"},
+    )
+
+    response = admin_client.get(f"{MESSAGES}{hostile.pk}/change/")
+
+    page = response.content.decode()
+    assert HOSTILE not in page
+    assert "</pre><b>x</b>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    content = f"{HOSTILE}\n\nResult (t): </pre><b>x</b>"
+    assert {"role": "user", "content": content} in json_in_pre(page)
+
+
+def test_messages_cannot_be_added_in_the_admin(
+    admin_client: Client, conversation: Conversation
+) -> None:
+    assert admin_client.get(f"{MESSAGES}add/").status_code == 403
+    response = admin_client.post(
+        f"{MESSAGES}add/", {"conversation": str(conversation.id), "role": "user"}
+    )
+    assert response.status_code == 403
+    assert Message.objects.filter(conversation=conversation).count() == 3
+
+
+def test_messages_cannot_be_changed_in_the_admin(
+    admin_client: Client, conversation: Conversation
+) -> None:
+    target = message(conversation, 0)
+
+    response = admin_client.post(f"{MESSAGES}{target.pk}/change/", {"role": "assistant"})
+
+    assert response.status_code == 403
+    target.refresh_from_db()
+    assert target.role == "system"
+    page = admin_client.get(f"{MESSAGES}{target.pk}/change/").content.decode()
+    assert 'name="role"' not in page
+    assert 'name="_save"' not in page
+
+
+def test_messages_cannot_be_deleted_in_the_admin(
+    admin_client: Client, conversation: Conversation
+) -> None:
+    # Deleting one would leave a gap in the dense seq and a wrong message_count.
+    target = message(conversation, 1)
+
+    response = admin_client.post(f"{MESSAGES}{target.pk}/delete/", {"post": "yes"})
+
+    assert response.status_code == 403
+    assert Message.objects.filter(conversation=conversation).count() == 3
+    changelist = admin_client.get(MESSAGES).content.decode()
+    assert 'value="delete_selected"' not in changelist
+
+
+def test_blocks_have_no_admin_of_their_own(
+    admin_client: Client, conversation: Conversation
+) -> None:
+    block = Block.objects.filter(message__conversation=conversation).first()
+    assert block is not None
+
+    assert admin_client.get("/admin/conversations/block/").status_code == 404
+    assert admin_client.get(f"/admin/conversations/block/{block.pk}/change/").status_code == 404
+
+
+def test_blocks_inline_cannot_be_added_or_deleted(
+    admin_client: Client, conversation: Conversation
+) -> None:
+    page = admin_client.get(f"{MESSAGES}{message(conversation, 1).pk}/change/").content.decode()
+
+    # No room for a new row (max forms = the rows there are) and no delete boxes.
+    assert re.search(r'name="blocks-MAX_NUM_FORMS" value="0"', page)
+    assert re.search(r'name="blocks-TOTAL_FORMS" value="2"', page)
+    assert "-DELETE" not in page
+
+
+# API tokens
+
+
+def test_adding_a_token_shows_it_once_and_stores_only_its_digest(admin_client: Client) -> None:
+    response = admin_client.post(f"{TOKENS}add/", {"label": "agent 7"}, follow=True)
+
+    assert response.status_code == 200
+    stored = ApiToken.objects.get(label="agent 7")
+    clear = token_in_messages(response, stored.digest)
+    assert clear is not None
+    assert clear in response.content.decode()
+    assert len(stored.digest) == 64
+    assert clear not in stored.digest + stored.prefix + stored.label
+    for url in (TOKENS, f"{TOKENS}{stored.pk}/change/"):
+        assert clear not in admin_client.get(url).content.decode()
+
+
+def test_token_made_in_the_admin_authenticates_against_the_api(admin_client: Client) -> None:
+    response = admin_client.post(f"{TOKENS}add/", {"label": "agent 8"}, follow=True)
+    clear = token_in_messages(response, ApiToken.objects.get(label="agent 8").digest)
+
+    assert api_status(clear) == 200
+
+
+def test_revoke_action_revokes_the_token(admin_client: Client) -> None:
+    token, clear = services.api_token_create(label="to revoke")
+    _, kept = services.api_token_create(label="to keep")
+    assert api_status(clear) == 200
+
+    response = admin_client.post(
+        TOKENS, {"action": "revoke", "_selected_action": [str(token.pk)]}, follow=True
+    )
+
+    assert response.status_code == 200
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+    assert api_status(clear) == 401
+    assert api_status(kept) == 200
+
+
+def test_token_changelist_shows_label_and_prefix_not_the_digest(admin_client: Client) -> None:
+    token, _ = services.api_token_create(label="listed")
+
+    page = admin_client.get(TOKENS).content.decode()
+
+    assert "listed" in page
+    assert token.prefix in page
+    assert token.digest not in page
+
+
+# Permissions
+
+
+def test_staff_without_permission_is_refused_the_conversations(
+    django_user_model: Any, conversation: Conversation
+) -> None:
+    client = staff(django_user_model)
+
+    assert client.get(CONVERSATIONS).status_code == 403
+    assert client.get(f"{CONVERSATIONS}{conversation.id}/change/").status_code == 403
+    assert client.get(TOKENS).status_code == 403
+
+
+def test_anonymous_is_sent_to_the_admin_login(conversation: Conversation) -> None:
+    response = Client().get(CONVERSATIONS)
+
+    assert response.status_code == 302
+    assert response["Location"].startswith("/admin/login/")
+
+
+def test_view_permission_can_view_but_not_add_or_change(
+    django_user_model: Any, conversation: Conversation
+) -> None:
+    client = staff(django_user_model, "view_conversation")
+
+    listing = client.get(CONVERSATIONS)
+    assert listing.status_code == 200
+    assert "Incident on api-7" in listing.content.decode()
+    assert f"{CONVERSATIONS}add/" not in listing.content.decode()
+    change_page = client.get(f"{CONVERSATIONS}{conversation.id}/change/")
+    assert change_page.status_code == 200
+    assert 'name="title"' not in change_page.content.decode()
+    assert client.get(f"{CONVERSATIONS}add/").status_code == 403
+    assert client.post(f"{CONVERSATIONS}add/", {"title": "x", "metadata": "{}"}).status_code == 403
+    changed = client.post(
+        f"{CONVERSATIONS}{conversation.id}/change/", {"title": "Hijacked", "metadata": "{}"}
+    )
+    assert changed.status_code == 403
+    conversation.refresh_from_db()
+    assert conversation.title == "Incident on api-7"
+    assert Conversation.objects.count() == 1
