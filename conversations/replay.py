@@ -143,17 +143,19 @@ def image_marker(media_type: str) -> str:
 
 def prose(block: Block) -> str:
     """How a block crosses when it crosses as text. Exhaustive: mypy rejects a missing case."""
+    # Bare class patterns (no captures): this runs once per block on every replay.
     match block:
-        case TextBlock(text=text):
-            return text
-        case ToolUseBlock(name=name, input_json=input_json):
-            return f"Tool use: {name}({input_json})"
-        case ToolResultBlock(name=name, content=content, is_error=is_error):
-            return f"{'Error' if is_error else 'Result'} ({name}): {content}"
-        case ReasoningBlock(text=text):
-            return f"[Reasoning]: {text}"
-        case ImageBlock(media_type=media_type):
-            return image_marker(media_type)
+        case TextBlock():
+            return block.text
+        case ToolResultBlock():
+            kind = "Error" if block.is_error else "Result"
+            return f"{kind} ({block.name}): {block.content}"
+        case ToolUseBlock():
+            return f"Tool use: {block.name}({block.input_json})"
+        case ReasoningBlock():
+            return f"[Reasoning]: {block.text}"
+        case ImageBlock():
+            return image_marker(block.media_type)
         case _:
             assert_never(block)
 
@@ -174,23 +176,26 @@ def content(message: StoredMessage, *, vision: bool, shape: Shape) -> Content:
 
 
 def _content(message: StoredMessage, vision: bool, shape: Shape) -> Content:
-    if not vision:
-        return _text([prose(block) for block in message.blocks])
-    # One pass: the common case (no image) never builds parts.
-    parts: list[TextPart | ImagePart] | None = None
+    blocks = message.blocks
+    if vision:
+        for block in blocks:
+            if type(block) is ImageBlock:
+                return _parts(blocks, shape)
+    return _text([prose(block) for block in blocks])
+
+
+def _parts(blocks: tuple[Block, ...], shape: Shape) -> list[TextPart | ImagePart]:
+    """Vision on, images present: runs of non-image blocks as text parts, images as parts."""
+    parts: list[TextPart | ImagePart] = []
     run: list[str] = []
-    for block in message.blocks:
-        if type(block) is ImageBlock:
-            if parts is None:
-                parts = []
+    for block in blocks:
+        if isinstance(block, ImageBlock):
             if run:
                 parts.append({"type": "text", "text": "\n\n".join(run)})
                 run = []
             parts.append(image_part(block, shape))
         else:
             run.append(prose(block))
-    if parts is None:
-        return _text(run)
     if run:
         parts.append({"type": "text", "text": "\n\n".join(run)})
     return parts
@@ -228,7 +233,7 @@ def project(
                 # `system` is text only; images are stored in user messages alone anyway.
                 system.append(text_content(m))
             else:
-                wire.append(project_message(m, vision=vision, shape=shape))
+                wire.append({"role": m.role, "content": _content(m, vision, shape)})
         payload: AnthropicPayload = {}
         if system:
             payload["system"] = "\n\n".join(system)
