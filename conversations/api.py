@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeAlias
@@ -222,8 +223,8 @@ def _page_number(request: HttpRequest, name: str, default: int, maximum: int | N
     value = request.GET.get(name, "")
     if value == "":
         return default
-    if not value.isdigit() or int(value) < 1:
-        raise ApiError(400, f"{name} must be a whole number from 1, not {value!r}.")
+    if not re.fullmatch(r"[1-9][0-9]{0,8}", value):
+        raise ApiError(400, f"{name} must be a whole number from 1, not {value[:40]!r}.")
     return min(int(value), maximum) if maximum else int(value)
 
 
@@ -238,6 +239,8 @@ def conversations(request: HttpRequest) -> HttpResponse:
     page_size = _page_number(request, "page_size", PAGE_SIZE, MAX_PAGE_SIZE)
     number = _page_number(request, "page", 1, None)
     q = request.GET.get("q", "")
+    if "\x00" in q:
+        raise ApiError(400, "q contains a NUL character (U+0000), which cannot be searched.")
     paginator = Paginator(selectors.conversation_list(q=q), page_size)
     try:
         page = paginator.page(number)

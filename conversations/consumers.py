@@ -129,6 +129,10 @@ class ConversationConsumer(Watcher):
     held: dict[int, int]
     first: int = 0
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.held = {}
+
     async def prepare(self) -> bool:
         self.conversation_id = str(self.scope["url_route"]["kwargs"]["conversation_id"])
         vision = self.query("vision", "1").lower()
@@ -138,13 +142,18 @@ class ConversationConsumer(Watcher):
             return False
         self.vision = vision in {"1", "true"}
         self.shape = shape
-        counts = await database_sync_to_async(fragments.block_counts)(self.conversation_id, 0)
-        if counts is None:
+        exists = await database_sync_to_async(fragments.conversation_exists)(self.conversation_id)
+        if not exists:
             await self.close(code=NOT_FOUND)
             return False
-        # Everything that exists now is the client's page; what comes later is pushed.
-        self.held = counts
         return True
+
+    async def opened(self) -> None:
+        # Read after joining the group: whatever commits from now on is announced to this
+        # socket, and everything before is the client's page (or its resume report).
+        self.held = (
+            await database_sync_to_async(fragments.block_counts)(self.conversation_id, 0) or {}
+        )
 
     def watched_groups(self) -> list[str]:
         return [events.conversation_group(self.conversation_id)]
@@ -156,7 +165,7 @@ class ConversationConsumer(Watcher):
             report = json.loads(text_data or "")
             start = int(report["from"])
             counts = [int(n) for n in report["counts"]]
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, OverflowError):
             return
         if report.get("type") != "resume" or start < 0:
             return
@@ -185,9 +194,8 @@ class ConversationConsumer(Watcher):
     async def changed(self, seq: int, blocks: int) -> None:
         if seq < self.first or self.held.get(seq, -1) >= blocks:
             return  # before the client's window, or already sent (by a resync)
-        last = max(self.held, default=-1)
-        if seq > last + 1:
-            await self.resync(last + 1)  # messages went missing in the layer
+        if seq > self.first and seq - 1 not in self.held:
+            await self.resync(self.first)  # an earlier message went missing in the layer
             return
         key = (self.conversation_id, seq, blocks, self.vision, self.shape)
         html = await renders.get(
@@ -223,7 +231,8 @@ class ListConsumer(Watcher):
         await self.row(event["conversation_id"], event["message_seq"], event["block_count"])
 
     async def conversation_block_added(self, event: events.BlockAdded) -> None:
-        await self.row(event["conversation_id"], event["message_seq"], event["block_seq"])
+        # Name the state as message_added does: "message N has K blocks".
+        await self.row(event["conversation_id"], event["message_seq"], event["block_seq"] + 1)
 
     async def row(self, conversation_id: str, *position: Any) -> None:
         key = ("row", conversation_id, *position)

@@ -11,6 +11,10 @@ from conversations import presenters, replay, selectors
 from conversations.models import Message
 
 
+def conversation_exists(conversation_id: str) -> bool:
+    return selectors.conversation_get(conversation_id) is not None
+
+
 def block_counts(conversation_id: str, start: int) -> dict[int, int] | None:
     """Message seq → block count from `start` on; None when there is no such conversation."""
     conversation = selectors.conversation_get(conversation_id)

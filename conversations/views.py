@@ -12,6 +12,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
+from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url
 from django_htmx.middleware import HtmxDetails
 
@@ -57,9 +58,10 @@ def _options(view: View) -> View:
 
 
 @require_GET
+@vary_on_headers("HX-Request")
 @operator_required
 def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
-    q = request.GET.get("q", "").strip()
+    q = request.GET.get("q", "").replace("\x00", "").strip()  # PostgreSQL cannot search NUL
     page = Paginator(selectors.conversation_list(q=q), PER_PAGE).get_page(request.GET.get("page"))
     context = {
         "page": page,
@@ -69,11 +71,13 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
         "live": page.number == 1 and not q,
         "socket_url": routing.list_socket_url(),
     }
-    template = "conversations/list.html#results" if request.htmx else "conversations/list.html"
+    partial = request.htmx and not request.htmx.history_restore_request
+    template = "conversations/list.html#results" if partial else "conversations/list.html"
     return render(request, template, context)
 
 
 @require_GET
+@vary_on_headers("HX-Request")
 @operator_required
 @_options
 def conversation_detail(
@@ -84,7 +88,7 @@ def conversation_detail(
     context = presenters.conversation_page(
         conversation, start=start, stop=None, vision=vision, shape=shape
     )
-    if request.htmx:
+    if request.htmx and not request.htmx.history_restore_request:
         response = render(request, "conversations/detail.html#conversation", context)
         return push_url(response, context["self_url"])
     return render(request, "conversations/detail.html", context)
@@ -103,6 +107,7 @@ def earlier_messages(
         start = int(request.GET.get("from", before - WINDOW))
     except (KeyError, ValueError):
         return HttpResponseBadRequest("before (and from, if given) must be message numbers.")
+    before = max(0, min(before, conversation.message_count))
     start = max(0, min(start, before))
     context = presenters.conversation_page(
         conversation, start=start, stop=before, vision=vision, shape=shape

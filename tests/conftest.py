@@ -31,6 +31,16 @@ def django_db_modify_db_settings(tmp_path_factory: pytest.TempPathFactory) -> No
         db.setdefault("TEST", {})["NAME"] = str(tmp_path_factory.mktemp("db") / "test.sqlite3")
 
 
+@pytest.fixture(autouse=True)
+def test_settings(settings: Any) -> None:
+    # The manifest storage needs `collectstatic`; a fresh checkout's tests must not.
+    settings.STORAGES = settings.STORAGES | {
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}
+    }
+    # Signing in is tested, not the cost of the production password hasher.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 class ApiClient:
     """Django's test client speaking JSON with a bearer token."""
 

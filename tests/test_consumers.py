@@ -1,0 +1,624 @@
+"""Live sockets (SPEC §4, issue 4) driven in-process through the real ASGI application.
+
+Every pushed fragment is compared with what a fresh page load renders for the same
+message and toggles (STYLE.md §15); refusals, resume, gap resync and logout are tried
+against the same stack daphne serves.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import io
+import os
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.layers import channel_layers, get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.contrib.auth.models import Permission, User
+from django.test import Client
+from PIL import Image
+
+from conversations import events, routing, services
+from conversations.models import Conversation, Message
+from conversations.schemas import BLOCK_ADAPTER
+from replaysite.asgi import application
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ROOT = Path(__file__).resolve().parent.parent
+ORIGIN = b"http://localhost"
+TOGGLES = [(True, "openai"), (False, "openai"), (True, "anthropic"), (False, "anthropic")]
+WAIT = 5  # seconds a frame may take (the first render of a run is the slowest)
+QUIET = 0.4  # seconds of silence that count as "nothing arrives"
+
+ARTICLE = re.compile(r'<article id="m-(\d+)".*?</article>', re.S)
+TOTALS = re.compile(r'<p class="totals" id="totals".*?</p>', re.S)
+ROW = re.compile(r'<tr id="c-([0-9a-f-]+)" class="row".*?</tr>', re.S)
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def in_loop(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:
+    """Run an async test body on one event loop (pytest-asyncio is not installed).
+
+    Sync work inside it goes through `sync_to_async`, which runs it on this thread, as
+    Django's ORM requires.
+    """
+
+    @functools.wraps(test)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        async_to_sync(test)(*args, **kwargs)
+
+    return wrapper
+
+
+@pytest.fixture(autouse=True)
+def fresh_channel_layer() -> Any:
+    # The in-memory layer's queues belong to the event loop that first waited on them.
+    channel_layers.backends = {}
+    yield
+    channel_layers.backends = {}
+
+
+@pytest.fixture(autouse=True)
+def plain_static_storage(settings: Any) -> None:
+    # The manifest storage needs `collectstatic`; the page loads compared below must not.
+    settings.STORAGES = settings.STORAGES | {
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}
+    }
+
+
+def make_user(username: str, *, operator: bool = True) -> User:
+    user = User.objects.create_user(username)  # no password: hashing one is slow
+    if operator:
+        user.user_permissions.add(
+            Permission.objects.get(
+                codename="view_conversation", content_type__app_label="conversations"
+            )
+        )
+    return user
+
+
+def signed_in(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def operator(transactional_db: None) -> Client:
+    return signed_in(make_user("operator"))
+
+
+def headers(client: Client | None, origin: bytes = ORIGIN) -> list[tuple[bytes, bytes]]:
+    found = [(b"origin", origin)]
+    if client is not None:
+        found.append((b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()))
+    return found
+
+
+def png(colour: tuple[int, int, int] = (200, 30, 30)) -> dict[str, Any]:
+    buffer = io.BytesIO()
+    Image.new("RGB", (3, 2), colour).save(buffer, format="PNG")
+    return {
+        "type": "image",
+        "media_type": "image/png",
+        "data": base64.b64encode(buffer.getvalue()).decode(),
+    }
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"type": "text", "text": value}
+
+
+def tool_use(call_id: str, name: str = "lookup", **input: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": call_id, "name": name, "input": input}
+
+
+def tool_result(call_id: str, content: str = "ok", **extra: Any) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": call_id, "content": content, **extra}
+
+
+def create(title: str = "Live") -> Conversation:
+    return services.conversation_create(title=title)
+
+
+def append(conversation_id: Any, role: str, blocks: list[dict[str, Any]]) -> int:
+    """The service path the API takes; returns the new message's seq."""
+    message, _ = services.message_append(
+        conversation=Conversation.objects.get(pk=conversation_id),
+        role=role,
+        blocks=[BLOCK_ADAPTER.validate_python(b) for b in blocks],
+    )
+    return message.seq
+
+
+def add_block(conversation_id: Any, seq: int, block: dict[str, Any]) -> None:
+    services.block_append(
+        message=Message.objects.get(conversation_id=conversation_id, seq=seq),
+        block=BLOCK_ADAPTER.validate_python(block),
+    )
+
+
+def block_count(conversation_id: Any, seq: int) -> int:
+    return Message.objects.get(conversation_id=conversation_id, seq=seq).block_count
+
+
+def page(client: Client, url: str) -> str:
+    response = client.get(url)
+    assert response.status_code == 200, url
+    return response.content.decode()
+
+
+def detail_page(client: Client, conversation_id: Any, vision: bool, shape: str) -> str:
+    return page(client, f"/c/{conversation_id}/?vision={int(vision)}&shape={shape}")
+
+
+def articles(html: str) -> dict[int, str]:
+    return {int(m.group(1)): m.group(0) for m in ARTICLE.finditer(html)}
+
+
+def article_order(html: str) -> list[int]:
+    return [int(m.group(1)) for m in ARTICLE.finditer(html)]
+
+
+def totals(html: str) -> str:
+    found = TOTALS.search(html)
+    assert found is not None, html
+    return found.group(0)
+
+
+def rows(html: str) -> dict[str, str]:
+    return {m.group(1): m.group(0) for m in ROW.finditer(html)}
+
+
+def attribute(element: str, name: str) -> str:
+    found = re.search(rf'\s{name}="([^"]*)"', element.split(">", 1)[0])
+    assert found is not None, f"{name} missing in {element[:200]}"
+    return found.group(1)
+
+
+def conversation_path(conversation_id: Any, vision: bool = True, shape: str = "openai") -> str:
+    return routing.conversation_socket_url(conversation_id, vision=vision, shape=shape)
+
+
+@asynccontextmanager
+async def socket(
+    path: str, client: Client | None, origin: bytes = ORIGIN
+) -> AsyncIterator[WebsocketCommunicator]:
+    communicator = WebsocketCommunicator(application, path, headers=headers(client, origin))
+    connected, code = await communicator.connect(timeout=WAIT)
+    assert connected, f"{path} refused with {code}"
+    try:
+        yield communicator
+    finally:
+        await communicator.disconnect()
+
+
+async def refused(path: str, client: Client | None, origin: bytes = ORIGIN) -> int:
+    communicator = WebsocketCommunicator(application, path, headers=headers(client, origin))
+    connected, code = await communicator.connect(timeout=WAIT)
+    if connected:
+        await communicator.disconnect()
+    assert not connected, f"{path} was accepted"
+    return int(code)
+
+
+async def frame(ws: WebsocketCommunicator) -> str:
+    data = await ws.receive_from(timeout=WAIT)
+    assert isinstance(data, str)
+    return data
+
+
+async def group_members(group: str) -> list[str]:
+    # The in-memory layer's own record of who is in a group: the members a layer "forgets"
+    # after group_expiry (or a Redis restart) are exactly these.
+    layer = get_channel_layer()
+    return list(layer.groups.get(group, {}))
+
+
+# -- who may connect ---------------------------------------------------------------------------
+
+
+@in_loop
+async def test_anonymous_socket_is_refused(transactional_db: None) -> None:
+    conversation = await sync_to_async(create)()
+    assert await refused(conversation_path(conversation.id), None) == 4403
+    assert await refused(routing.list_socket_url(), None) == 4403
+
+
+@in_loop
+async def test_signed_in_user_without_the_permission_is_refused(transactional_db: None) -> None:
+    outsider = await sync_to_async(lambda: signed_in(make_user("outsider", operator=False)))()
+    conversation = await sync_to_async(create)()
+    assert await refused(conversation_path(conversation.id), outsider) == 4403
+    assert await refused(routing.list_socket_url(), outsider) == 4403
+
+
+@in_loop
+async def test_foreign_origin_is_refused(operator: Client) -> None:
+    conversation = await sync_to_async(create)()
+    evil = b"http://evil.example"
+    await refused(conversation_path(conversation.id), operator, origin=evil)
+    await refused(routing.list_socket_url(), operator, origin=evil)
+    # The same operator from the page's own origin is let in.
+    async with socket(conversation_path(conversation.id), operator):
+        pass
+
+
+@in_loop
+async def test_unknown_conversation_is_refused(operator: Client) -> None:
+    path = conversation_path("00000000-0000-4000-8000-000000000000")
+    assert await refused(path, operator) == 4404
+
+
+@in_loop
+async def test_bad_vision_or_shape_is_refused(operator: Client) -> None:
+    conversation = await sync_to_async(create)()
+    base = f"/ws/conversations/{conversation.id}/"
+    for query in ("vision=2", "vision=yes", "shape=gemini", "vision=1&shape=OpenAI"):
+        assert await refused(f"{base}?{query}", operator) == 4400, query
+    for query in ("", "vision=true&shape=anthropic", "vision=0&shape=openai"):
+        async with socket(f"{base}?{query}", operator):
+            pass
+
+
+def test_allowed_hosts_never_contains_a_wildcard() -> None:
+    assert "*" not in settings.ALLOWED_HOSTS
+    assert all(host.strip() for host in settings.ALLOWED_HOSTS)
+
+
+@pytest.mark.parametrize("hosts", ["*", "replay.example,*"])
+def test_settings_refuse_a_wildcard_allowed_host(hosts: str) -> None:
+    env = os.environ | {"DJANGO_ALLOWED_HOSTS": hosts, "DJANGO_SECRET_KEY": settings.SECRET_KEY}
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert result.returncode != 0
+    assert "DJANGO_ALLOWED_HOSTS" in result.stderr
+
+
+def test_settings_accept_named_hosts() -> None:
+    env = os.environ | {
+        "DJANGO_ALLOWED_HOSTS": "replay.example,127.0.0.1",
+        "DJANGO_SECRET_KEY": settings.SECRET_KEY,
+    }
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+
+
+# -- what an operator receives ---------------------------------------------------------------
+
+
+@in_loop
+async def test_every_service_pushes_the_fragment_a_fresh_page_load_renders(
+    operator: Client,
+) -> None:
+    """STYLE.md §15 for message_append and block_append, for all four toggles."""
+    conversation = await sync_to_async(create)("Picture triage")
+    cid = conversation.id
+    steps: list[tuple[int, Callable[[], Any]]] = [
+        (0, lambda: append(cid, "system", [text("You are terse.\nAnswer in one line.")])),
+        (1, lambda: append(cid, "user", [text('<b>hi</b> & "quotes"'), png()])),
+        (2, lambda: append(cid, "assistant", [{"type": "reasoning", "text": "Look."}])),
+        (2, lambda: add_block(cid, 2, tool_use("call_1", "describe", b=1, a=[1, 2]))),
+        (3, lambda: append(cid, "user", [tool_result("call_1", "a <red> square")])),
+        (3, lambda: add_block(cid, 3, tool_result("call_9", "no such call", is_error=True))),
+        (4, lambda: append(cid, "user", [])),
+        (4, lambda: add_block(cid, 4, png((10, 200, 10)))),
+        (4, lambda: add_block(cid, 4, text("and a caption"))),
+        (1, lambda: add_block(cid, 1, text("an earlier message grows"))),
+    ]
+    async with (
+        socket(conversation_path(cid, *TOGGLES[0]), operator) as ws0,
+        socket(conversation_path(cid, *TOGGLES[1]), operator) as ws1,
+        socket(conversation_path(cid, *TOGGLES[2]), operator) as ws2,
+        socket(conversation_path(cid, *TOGGLES[3]), operator) as ws3,
+    ):
+        sockets = [ws0, ws1, ws2, ws3]
+        for seq, step in steps:
+            await sync_to_async(step)()
+            blocks = await sync_to_async(block_count)(cid, seq)
+            for ws, (vision, shape) in zip(sockets, TOGGLES, strict=True):
+                pushed = await frame(ws)
+                fresh = await sync_to_async(detail_page)(operator, cid, vision, shape)
+                assert article_order(pushed) == [seq]
+                assert articles(pushed)[seq] == articles(fresh)[seq], (seq, vision, shape)
+                assert totals(pushed) == totals(fresh)
+                assert attribute(articles(pushed)[seq], "data-seq") == str(seq)
+                assert attribute(articles(pushed)[seq], "data-blocks") == str(blocks)
+                assert "<b>hi" not in pushed and "<red>" not in pushed
+        for ws in sockets:
+            assert await ws.receive_nothing(QUIET)
+
+
+@in_loop
+async def test_events_of_another_conversation_reach_nobody_here(operator: Client) -> None:
+    watched = await sync_to_async(create)("Watched")
+    other = await sync_to_async(create)("Other")
+    async with socket(conversation_path(watched.id), operator) as ws:
+        await sync_to_async(append)(other.id, "user", [text("elsewhere")])
+        await sync_to_async(add_block)(other.id, 0, text("still elsewhere"))
+        assert await ws.receive_nothing(QUIET)
+        await sync_to_async(append)(watched.id, "user", [text("here")])
+        assert article_order(await frame(ws)) == [0]
+
+
+@in_loop
+async def test_an_event_for_what_the_client_already_holds_sends_nothing(operator: Client) -> None:
+    conversation = await sync_to_async(create)()
+    cid = str(conversation.id)
+    await sync_to_async(append)(cid, "user", [text("one"), text("two")])
+    layer = get_channel_layer()
+    group = events.conversation_group(cid)
+    async with socket(conversation_path(cid), operator) as ws:
+        # The page held message 0 with both blocks when the socket opened: late or repeated
+        # hints about it change nothing.
+        await layer.group_send(
+            group,
+            {"type": "conversation.block_added", "conversation_id": cid, "message_seq": 0,
+             "block_seq": 1},
+        )  # fmt: skip
+        await layer.group_send(
+            group,
+            {"type": "conversation.message_added", "conversation_id": cid, "message_seq": 0,
+             "block_count": 2},
+        )  # fmt: skip
+        assert await ws.receive_nothing(QUIET)
+        await sync_to_async(add_block)(cid, 0, text("three"))
+        pushed = await frame(ws)
+        assert attribute(articles(pushed)[0], "data-blocks") == "3"
+        # The same event delivered twice is applied once.
+        await layer.group_send(
+            group,
+            {"type": "conversation.block_added", "conversation_id": cid, "message_seq": 0,
+             "block_seq": 2},
+        )  # fmt: skip
+        assert await ws.receive_nothing(QUIET)
+
+
+# -- resume and resync -------------------------------------------------------------------------
+
+
+@in_loop
+async def test_resume_sends_exactly_what_the_client_misses_in_order_once(
+    operator: Client,
+) -> None:
+    conversation = await sync_to_async(create)()
+    cid = conversation.id
+    for blocks in ([text("a"), text("b")], [text("c")], [text("d"), text("e"), text("f")]):
+        await sync_to_async(append)(cid, "user", blocks)
+    await sync_to_async(append)(cid, "assistant", [])
+    async with socket(conversation_path(cid, False, "anthropic"), operator) as ws:
+        # Holds message 0 whole, message 1 without its block, and nothing after.
+        await ws.send_json_to({"type": "resume", "from": 0, "counts": [2, 0]})
+        pushed = await frame(ws)
+        assert article_order(pushed) == [1, 2, 3]
+        fresh = await sync_to_async(detail_page)(operator, cid, False, "anthropic")
+        for seq, element in articles(pushed).items():
+            assert element == articles(fresh)[seq]
+        assert totals(pushed) == totals(fresh)
+        assert await ws.receive_nothing(QUIET)
+        # A second, identical report is answered again (the client says it lost them).
+        await ws.send_json_to({"type": "resume", "from": 0, "counts": [2, 0]})
+        assert article_order(await frame(ws)) == [1, 2, 3]
+        # A client that holds everything gets nothing.
+        await ws.send_json_to({"type": "resume", "from": 0, "counts": [2, 1, 3, 0]})
+        assert await ws.receive_nothing(QUIET)
+        # After a resume, live events continue from what the client now holds.
+        await sync_to_async(add_block)(cid, 3, text("late"))
+        pushed = await frame(ws)
+        assert article_order(pushed) == [3]
+        assert attribute(articles(pushed)[3], "data-blocks") == "1"
+        assert await ws.receive_nothing(QUIET)
+
+
+@in_loop
+async def test_resume_from_a_window_reports_holes_and_ignores_earlier_messages(
+    operator: Client,
+) -> None:
+    conversation = await sync_to_async(create)()
+    cid = conversation.id
+    for n in range(5):
+        await sync_to_async(append)(cid, "user", [text(f"m{n}")])
+    async with socket(conversation_path(cid), operator) as ws:
+        # A page that loaded only messages 2.. and lost message 3 (a hole, reported as -1).
+        await ws.send_json_to({"type": "resume", "from": 2, "counts": [1, -1, 1]})
+        assert article_order(await frame(ws)) == [3]
+        # A block added before the page's window is not pushed ("Load earlier" brings it).
+        await sync_to_async(add_block)(cid, 0, text("old news"))
+        assert await ws.receive_nothing(QUIET)
+
+
+@in_loop
+async def test_malformed_resume_reports_are_ignored_and_the_socket_stays_live(
+    operator: Client,
+) -> None:
+    conversation = await sync_to_async(create)()
+    cid = conversation.id
+    await sync_to_async(append)(cid, "user", [text("a")])
+    async with socket(conversation_path(cid), operator) as ws:
+        for report in (
+            "not json",
+            "[1, 2]",
+            '"resume"',
+            '{"type": "resume"}',
+            '{"type": "resume", "from": -1, "counts": []}',
+            '{"type": "resume", "from": "x", "counts": []}',
+            '{"type": "resume", "from": 0, "counts": 5}',
+            '{"type": "resume", "from": 0, "counts": [null]}',
+            '{"type": "other", "from": 0, "counts": []}',
+            '{"type": "resume", "from": 1e999, "counts": []}',
+            '{"type": "resume", "from": 0, "counts": [Infinity]}',
+            # Well-formed but beyond any integer column: answered with nothing.
+            '{"type": "resume", "from": 99999999999999999999999, "counts": [1]}',
+        ):
+            await ws.send_to(text_data=report)
+        assert await ws.receive_nothing(QUIET)
+        await ws.send_json_to({"type": "resume", "from": 0, "counts": [1]})
+        assert await ws.receive_nothing(QUIET)
+        await sync_to_async(append)(cid, "user", [text("b")])
+        assert article_order(await frame(ws)) == [1]
+
+
+@in_loop
+async def test_a_gap_in_the_layer_is_filled_from_the_database(operator: Client) -> None:
+    conversation = await sync_to_async(create)()
+    cid = str(conversation.id)
+    await sync_to_async(append)(cid, "user", [text("n")])
+    layer = get_channel_layer()
+    group = events.conversation_group(cid)
+    async with socket(conversation_path(cid), operator) as ws:
+        # The layer forgets the socket (group_expiry, a Redis restart): N+1 is announced
+        # to nobody, and so is N+2 ...
+        (member,) = await group_members(group)
+        await layer.group_discard(group, member)
+        await sync_to_async(append)(cid, "assistant", [text("n+1, never announced")])
+        await sync_to_async(append)(cid, "user", [text("n+2")])
+        await layer.group_add(group, member)
+        assert await ws.receive_nothing(QUIET)
+        # ... until a hint about N+2 arrives: the consumer sees the gap and resyncs.
+        await layer.group_send(
+            group,
+            {"type": "conversation.message_added", "conversation_id": cid, "message_seq": 2,
+             "block_count": 1},
+        )  # fmt: skip
+        pushed = await frame(ws)
+        assert article_order(pushed) == [1, 2]
+        fresh = await sync_to_async(detail_page)(operator, cid, True, "openai")
+        assert articles(pushed) == {seq: articles(fresh)[seq] for seq in (1, 2)}
+        assert await ws.receive_nothing(QUIET)
+        # And the next service call is pushed as usual, once.
+        await sync_to_async(append)(cid, "assistant", [text("n+3")])
+        assert article_order(await frame(ws)) == [3]
+        assert await ws.receive_nothing(QUIET)
+
+
+@in_loop
+async def test_a_lost_event_is_resynced_by_the_next_service_call(operator: Client) -> None:
+    conversation = await sync_to_async(create)()
+    cid = str(conversation.id)
+    layer = get_channel_layer()
+    group = events.conversation_group(cid)
+    async with socket(conversation_path(cid), operator) as ws:
+        (member,) = await group_members(group)
+        await layer.group_discard(group, member)
+        await sync_to_async(append)(cid, "user", [text("lost")])
+        await layer.group_add(group, member)
+        await sync_to_async(append)(cid, "assistant", [text("seen")])
+        assert article_order(await frame(ws)) == [0, 1]
+        assert await ws.receive_nothing(QUIET)
+
+
+@in_loop
+async def test_a_forgotten_member_rejoins_and_catches_up_on_its_own(
+    operator: Client, settings: Any
+) -> None:
+    settings.REPLAY_GROUP_REFRESH_SECONDS = 0.3
+    conversation = await sync_to_async(create)()
+    cid = str(conversation.id)
+    group = events.conversation_group(cid)
+    async with socket(conversation_path(cid), operator) as ws:
+        (member,) = await group_members(group)
+        await get_channel_layer().group_discard(group, member)
+        await sync_to_async(append)(cid, "user", [text("told to nobody")])
+        # No further event and no resume: the periodic refresh alone brings it.
+        assert article_order(await frame(ws)) == [0]
+        assert await group_members(group) == [member]
+        assert await ws.receive_nothing(QUIET)
+
+
+# -- logout ------------------------------------------------------------------------------------
+
+
+@in_loop
+async def test_logging_out_closes_that_users_sockets_only(transactional_db: None) -> None:
+    leaving = await sync_to_async(lambda: signed_in(make_user("leaving")))()
+    staying = await sync_to_async(lambda: signed_in(make_user("staying")))()
+    conversation = await sync_to_async(create)()
+    cid = conversation.id
+    async with (
+        socket(conversation_path(cid), leaving) as page_socket,
+        socket(routing.list_socket_url(), leaving) as list_socket,
+        socket(conversation_path(cid), staying) as other,
+    ):
+        cookie = headers(leaving)
+        await sync_to_async(leaving.logout)()
+        for ws in (page_socket, list_socket):
+            closed = await ws.receive_output(timeout=WAIT)
+            assert closed == {"type": "websocket.close", "code": 4401}
+        assert await other.receive_nothing(QUIET)
+        await sync_to_async(append)(cid, "user", [text("still watched")])
+        assert article_order(await frame(other)) == [0]
+    # The old session cookie opens nothing any more.
+    communicator = WebsocketCommunicator(application, conversation_path(cid), headers=cookie)
+    connected, code = await communicator.connect(timeout=WAIT)
+    assert not connected and code == 4403
+
+
+# -- the list socket ---------------------------------------------------------------------------
+
+
+async def assert_row_is_fresh(pushed: str, client: Client, conversation_id: Any) -> str:
+    row = rows(pushed)[str(conversation_id)]
+    fresh = rows(await sync_to_async(page)(client, "/"))
+    assert row == fresh[str(conversation_id)]
+    return row
+
+
+@in_loop
+async def test_list_socket_pushes_a_row_for_a_new_conversation(operator: Client) -> None:
+    async with socket(routing.list_socket_url(), operator) as ws:
+        conversation = await sync_to_async(create)("Brand <new>")
+        pushed = await frame(ws)
+        assert list(rows(pushed)) == [str(conversation.id)]
+        row = await assert_row_is_fresh(pushed, operator, conversation.id)
+        assert "Brand &lt;new&gt;" in row
+        assert await ws.receive_nothing(QUIET)
+
+
+@in_loop
+async def test_list_socket_pushes_the_row_on_new_activity(operator: Client) -> None:
+    conversation = await sync_to_async(create)("Busy")
+    cid = conversation.id
+    async with socket(routing.list_socket_url(), operator) as ws:
+        await sync_to_async(append)(cid, "user", [text("hello")])
+        row = await assert_row_is_fresh(await frame(ws), operator, cid)
+        assert '<td class="num">1</td>' in row
+        await sync_to_async(append)(cid, "assistant", [tool_use("call_1", "search", q="x")])
+        row = await assert_row_is_fresh(await frame(ws), operator, cid)
+        assert '<td class="num">2</td>' in row and "unanswered tool call" in row
+        await sync_to_async(append)(cid, "user", [tool_result("call_1", "found")])
+        row = await assert_row_is_fresh(await frame(ws), operator, cid)
+        assert '<td class="num">3</td>' in row and "unanswered tool call" not in row
+        assert await ws.receive_nothing(QUIET)
+
+
+@in_loop
+async def test_list_row_after_a_block_is_the_fresh_row_not_the_one_before_it(
+    operator: Client,
+) -> None:
+    """message_added(seq 0, 1 block) and block_added(seq 0, block 1) describe different
+    states; the row pushed for the block must show the block (here: an open tool call)."""
+    conversation = await sync_to_async(create)("Growing")
+    cid = conversation.id
+    async with socket(routing.list_socket_url(), operator) as ws:
+        await sync_to_async(append)(cid, "assistant", [text("let me look")])
+        row = await assert_row_is_fresh(await frame(ws), operator, cid)
+        assert "unanswered tool call" not in row
+        await sync_to_async(add_block)(cid, 0, tool_use("call_1", "search", q="x"))
+        row = await assert_row_is_fresh(await frame(ws), operator, cid)
+        assert "unanswered tool call" in row
