@@ -11,7 +11,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
@@ -21,6 +21,7 @@ from django.conf import settings
 from conversations import events, fragments, replay
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 PERMISSION = "conversations.view_conversation"
 FORBIDDEN = 4403
 BAD_REQUEST = 4400
@@ -28,7 +29,7 @@ NOT_FOUND = 4404
 LOGGED_OUT = 4401
 
 
-class RenderCache:
+class RenderCache(Generic[T]):
     """Renders each fragment once per event and view variant, however many sockets watch.
 
     Keyed by what the event says changed; entries live a few seconds, long enough for
@@ -37,9 +38,9 @@ class RenderCache:
 
     def __init__(self, ttl: float = 5.0) -> None:
         self.ttl = ttl
-        self.pending: dict[tuple[Any, ...], asyncio.Future[str]] = {}
+        self.pending: dict[tuple[Any, ...], asyncio.Future[T]] = {}
 
-    async def get(self, key: tuple[Any, ...], render: Callable[[], Awaitable[str]]) -> str:
+    async def get(self, key: tuple[Any, ...], render: Callable[[], Awaitable[T]]) -> T:
         future = self.pending.get(key)
         if future is None:
             loop = asyncio.get_running_loop()
@@ -55,7 +56,8 @@ class RenderCache:
         return await asyncio.shield(future)
 
 
-renders = RenderCache()
+frames: RenderCache[fragments.Frame] = RenderCache()
+rows: RenderCache[str] = RenderCache()
 
 
 class Watcher(AsyncWebsocketConsumer):
@@ -98,8 +100,17 @@ class Watcher(AsyncWebsocketConsumer):
         # restarts); re-adding renews them, and a resync covers what went by meanwhile.
         while True:
             await asyncio.sleep(settings.REPLAY_GROUP_REFRESH_SECONDS)
-            await self.join()
-            await self.refreshed()
+            try:
+                await self.join()
+                await self.refreshed()
+            except Exception as exc:
+                # A socket that can no longer renew would go quietly deaf: close it, and
+                # the client reconnects and resumes from the database.
+                log.warning(
+                    "closing a socket whose refresh failed: %s: %s", type(exc).__name__, exc
+                )
+                await self.close(code=1011)
+                return
 
     async def refreshed(self) -> None:
         pass
@@ -132,6 +143,7 @@ class ConversationConsumer(Watcher):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.held = {}
+        self.lock = asyncio.Lock()
 
     async def prepare(self) -> bool:
         self.conversation_id = str(self.scope["url_route"]["kwargs"]["conversation_id"])
@@ -174,13 +186,18 @@ class ConversationConsumer(Watcher):
         await self.resync(start)
 
     async def resync(self, start: int) -> None:
+        async with self.lock:
+            await self._resync(start)
+
+    async def _resync(self, start: int) -> None:
         current = await database_sync_to_async(fragments.block_counts)(self.conversation_id, start)
         stale = [seq for seq, n in sorted((current or {}).items()) if self.held.get(seq, -1) < n]
         if stale:
-            html = await database_sync_to_async(fragments.messages_html)(
-                self.conversation_id, stale, self.vision, self.shape
+            await self.push(
+                await database_sync_to_async(fragments.messages_frame)(
+                    self.conversation_id, stale, self.vision, self.shape
+                )
             )
-            await self.push(html, current or {}, stale)
 
     async def refreshed(self) -> None:
         await self.resync(self.first)
@@ -192,27 +209,31 @@ class ConversationConsumer(Watcher):
         await self.changed(event["message_seq"], event["block_seq"] + 1)
 
     async def changed(self, seq: int, blocks: int) -> None:
-        if seq < self.first or self.held.get(seq, -1) >= blocks:
-            return  # before the client's window, or already sent (by a resync)
-        if seq > self.first and seq - 1 not in self.held:
-            await self.resync(self.first)  # an earlier message went missing in the layer
-            return
-        key = (self.conversation_id, seq, blocks, self.vision, self.shape)
-        html = await renders.get(
-            key,
-            database_sync_to_async(
-                lambda: fragments.messages_html(
-                    self.conversation_id, [seq], self.vision, self.shape
-                )
-            ),
-        )
-        current = {seq: max(blocks, self.held.get(seq, 0))}
-        await self.push(html, current, [seq])
+        # One change at a time per socket: the refresh task and event handlers interleave.
+        async with self.lock:
+            if seq < self.first or self.held.get(seq, -1) >= blocks:
+                return  # before the client's window, or already sent (by a resync)
+            if seq > self.first and seq - 1 not in self.held:
+                await self._resync(self.first)  # an earlier message went missing in the layer
+                return
+            key = (self.conversation_id, seq, blocks, self.vision, self.shape)
+            frame = await frames.get(
+                key,
+                database_sync_to_async(
+                    lambda: fragments.messages_frame(
+                        self.conversation_id, [seq], self.vision, self.shape
+                    )
+                ),
+            )
+            await self.push(frame)
 
-    async def push(self, html: str, counts: dict[int, int], seqs: list[int]) -> None:
-        await self.send(text_data=html)
-        for seq in seqs:
-            self.held[seq] = max(self.held.get(seq, 0), counts.get(seq, 0))
+    async def push(self, frame: fragments.Frame) -> None:
+        """Send a frame unless it holds nothing newer than the client has."""
+        if not any(self.held.get(seq, -1) < n for seq, n in frame.counts.items()):
+            return
+        await self.send(text_data=frame.html)
+        for seq, n in frame.counts.items():
+            self.held[seq] = max(self.held.get(seq, 0), n)
 
     async def conversation_created(self, event: events.ConversationCreated) -> None:
         pass
@@ -236,7 +257,7 @@ class ListConsumer(Watcher):
 
     async def row(self, conversation_id: str, *position: Any) -> None:
         key = ("row", conversation_id, *position)
-        html = await renders.get(
+        html = await rows.get(
             key, database_sync_to_async(lambda: fragments.row_html(conversation_id))
         )
         if html:

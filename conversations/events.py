@@ -69,6 +69,13 @@ def publish(event: Event) -> None:
     groups = [LIST_GROUP, conversation_group(event["conversation_id"])]
     try:
         async_to_sync(_send)(groups, dict(event))
+    except TimeoutError:
+        log.warning(
+            "could not publish %s for %s: the channel layer did not answer in %d ms",
+            event["type"],
+            event["conversation_id"],
+            settings.REPLAY_BROADCAST_TIMEOUT * 1000,
+        )
     except Exception as exc:  # the layer's failures are many and all mean the same
         log.warning(
             "could not publish %s for %s: %s: %s",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from django.db.models import Sum
 from django.template.loader import render_to_string
@@ -24,13 +25,18 @@ def block_counts(conversation_id: str, start: int) -> dict[int, int] | None:
     return dict(rows.values_list("seq", "block_count"))
 
 
-def messages_html(
+class Frame(NamedTuple):
+    html: str
+    counts: dict[int, int]  # message seq → block count, as rendered
+
+
+def messages_frame(
     conversation_id: str, seqs: Sequence[int], vision: bool, shape: replay.Shape
-) -> str:
+) -> Frame:
     """The `message` partial for each seq, in order, and the conversation's new totals."""
     conversation = selectors.conversation_get(conversation_id)
     if conversation is None or not seqs:
-        return ""
+        return Frame("", {})
     rows = [
         row
         for row in selectors.message_rows(conversation, start=min(seqs), stop=max(seqs) + 1)
@@ -45,7 +51,7 @@ def messages_html(
             {"total_messages": conversation.message_count, "total_blocks": blocks["n"] or 0},
         )
     )
-    return "".join(parts)
+    return Frame("".join(parts), {m.seq: m.block_count for m in views})
 
 
 def row_html(conversation_id: str) -> str:

@@ -8,6 +8,7 @@ import uuid
 
 from django.db import models
 from django.db.models import Q
+from django.urls import reverse
 
 from conversations import replay
 
@@ -47,7 +48,7 @@ class Conversation(models.Model):
         return self.title or str(self.id)
 
     def get_absolute_url(self) -> str:
-        return f"/c/{self.id}/"
+        return reverse("conversation", args=[str(self.id)])
 
 
 class Message(models.Model):
@@ -72,7 +73,7 @@ class Message(models.Model):
         return f"#{self.seq} {self.role}"
 
     def get_absolute_url(self) -> str:
-        return f"/c/{self.conversation_id}/#m-{self.seq}"
+        return reverse("conversation", args=[str(self.conversation_id)]) + f"#m-{self.seq}"
 
 
 class Block(models.Model):

@@ -253,5 +253,5 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"conversations": {"handlers": ["console"], "level": "INFO"}},
+    "loggers": {"conversations": {"handlers": ["console"], "level": "INFO", "propagate": False}},
 }

@@ -313,11 +313,12 @@ def test_ingest_answers_201_within_the_broadcast_timeout_when_redis_hangs(
     response, elapsed = post_message(api, conversation, "kept")
 
     assert response.status_code == 201
-    assert elapsed < django_settings.REPLAY_BROADCAST_TIMEOUT + 1.0
+    # The margin is for a loaded 2-core machine; without the timeout this would never end.
+    assert elapsed < django_settings.REPLAY_BROADCAST_TIMEOUT + 2.5
     assert silent_server.accepted, "the layer never tried the hanging server"
     assert [b.text for b in Block.objects.filter(message__conversation=conversation)] == ["kept"]
     assert_logged(caplog, conversation)
-    assert any("TimeoutError" in r.getMessage() for r in caplog.records)
+    assert any("did not answer in 500 ms" in r.getMessage() for r in caplog.records)
 
 
 def test_events_cross_a_real_redis_layer(settings: Any) -> None:
