@@ -31,9 +31,15 @@ def django_db_modify_db_settings(tmp_path_factory: pytest.TempPathFactory) -> No
         db.setdefault("TEST", {})["NAME"] = str(tmp_path_factory.mktemp("db") / "test.sqlite3")
 
 
+@pytest.fixture(scope="session")
+def empty_static_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("staticfiles")
+
+
 @pytest.fixture(autouse=True)
-def test_settings(settings: Any) -> None:
+def test_settings(settings: Any, empty_static_root: Path) -> None:
     # The manifest storage needs `collectstatic`; a fresh checkout's tests must not.
+    settings.STATIC_ROOT = empty_static_root
     settings.STORAGES = settings.STORAGES | {
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}
     }

@@ -259,7 +259,12 @@ def test_ensure_operator_creates_nobody_when_a_user_exists(
 
 def test_make_run_migrates_loads_the_demo_ensures_the_operator_and_serves_locally() -> None:
     done = subprocess.run(
-        ["make", "-n", "run"], cwd=ROOT, capture_output=True, text=True, timeout=30, check=True
+        ["make", "--no-print-directory", "-n", "run"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
     )
     commands = [shlex.split(line) for line in done.stdout.splitlines() if line.strip()]
 
