@@ -31,7 +31,7 @@
     return socket;
   };
 
-  var everOpen = false;
+  var opened = new WeakSet();  // socket elements that have been live at least once
   var unseen = 0;
 
   function setStatus(state) {
@@ -126,14 +126,20 @@
       if (existing.getAttribute("data-updated") > node.getAttribute("data-updated")) { return; }
       existing.remove();
     }
+    var empty = document.querySelector("#results > p.empty");
+    if (empty) { empty.remove(); }
     htmx.swap(body, node.outerHTML, { swapStyle: "afterbegin" });
   }
 
-  document.addEventListener("htmx:wsConnecting", function () {
-    setStatus(everOpen ? "reconnecting" : "connecting");
+  document.addEventListener("htmx:wsConnecting", function (event) {
+    setStatus(opened.has(event.target) ? "reconnecting" : "connecting");
+  });
+  document.addEventListener("htmx:afterSwap", function (event) {
+    // A toggle swaps the whole conversation in: its pill starts from nothing.
+    if (event.target instanceof Element && event.target.id === "conversation") { unseen = 0; }
   });
   document.addEventListener("htmx:wsOpen", function (event) {
-    everOpen = true;
+    opened.add(event.target);
     setStatus("live");
     if (messagesBox()) {
       event.detail.socketWrapper.send(JSON.stringify(position()));
