@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 from urllib.parse import parse_qs
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
@@ -82,6 +84,15 @@ class Watcher(AsyncWebsocketConsumer):
         self.refresher = asyncio.ensure_future(self.refresh_groups())
         await self.opened()
 
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # channels closes stale database connections before every handler, a thread hop
+        # per socket per event; ours reach the database only through
+        # database_sync_to_async, which does that itself.
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
     async def prepare(self) -> bool:
         return True
 
@@ -99,7 +110,8 @@ class Watcher(AsyncWebsocketConsumer):
         # Layers forget group members after group_expiry (and all of them when Redis
         # restarts); re-adding renews them, and a resync covers what went by meanwhile.
         while True:
-            await asyncio.sleep(settings.REPLAY_GROUP_REFRESH_SECONDS)
+            # Jitter, so that sockets opened together do not all refresh together.
+            await asyncio.sleep(settings.REPLAY_GROUP_REFRESH_SECONDS * random.uniform(0.8, 1.2))
             try:
                 await self.join()
                 await self.refreshed()

@@ -95,7 +95,17 @@
 
   document.addEventListener("DOMContentLoaded", reveal);
   window.addEventListener("hashchange", reveal);
-  document.addEventListener("htmx:afterSettle", function () {
+  // A toggle swaps the conversation in and pushes its URL without the fragment: keep the
+  // message the operator was on (loading it again if it lies before the new window).
+  var keptHash = "";
+  document.addEventListener("htmx:beforeRequest", function () { keptHash = window.location.hash; });
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var target = event.detail && event.detail.target;
+    if (target && target.id === "conversation" && keptHash && !window.location.hash) {
+      history.replaceState(null, "", window.location.pathname + window.location.search + keptHash);
+      reveal();
+      return;
+    }
     if (pendingSeq !== null) { reveal(); }
   });
 

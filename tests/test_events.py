@@ -343,3 +343,24 @@ def test_events_cross_a_real_redis_layer(settings: Any) -> None:
         }
 
     async_to_sync(body)()
+
+
+def test_the_embedded_layer_is_channels_in_memory_layer_tidied_once_a_second() -> None:
+    from channels.layers import InMemoryChannelLayer
+
+    from conversations.layers import ThrottledInMemoryChannelLayer
+
+    layer = ThrottledInMemoryChannelLayer(expiry=0)
+    assert isinstance(layer, InMemoryChannelLayer)
+
+    async def body() -> None:
+        await layer.group_add("g", "a!1")
+        await layer.send("a!1", {"type": "x"})  # expires at once (expiry=0)
+        layer._clean_expired()  # the first clean runs…
+        assert "a!1" not in layer.groups.get("g", {})
+        await layer.group_add("g", "a!1")
+        await layer.send("a!1", {"type": "y"})
+        layer._clean_expired()  # …a second one within the interval does not
+        assert "a!1" in layer.groups["g"]
+
+    asyncio.run(body())

@@ -213,14 +213,16 @@ def test_postgres_url_selects_postgresql(tmp_path: Path, scheme: str) -> None:
 def test_without_redis_url_the_channel_layer_is_in_memory(tmp_path: Path) -> None:
     layers = show(tmp_path)["CHANNEL_LAYERS"]
 
-    assert layers["default"]["BACKEND"] == "channels.layers.InMemoryChannelLayer"
+    assert layers["default"]["BACKEND"] == "conversations.layers.ThrottledInMemoryChannelLayer"
 
 
 def test_redis_url_switches_to_the_redis_channel_layer(tmp_path: Path) -> None:
     layers = show(tmp_path, REDIS_URL="redis://127.0.0.1:6379/3")["CHANNEL_LAYERS"]
 
     assert layers["default"]["BACKEND"] == "channels_redis.core.RedisChannelLayer"
-    assert layers["default"]["CONFIG"]["hosts"] == ["redis://127.0.0.1:6379/3"]
+    assert layers["default"]["CONFIG"]["hosts"] == [
+        {"address": "redis://127.0.0.1:6379/3", "socket_timeout": 10}
+    ]
 
 
 @pytest.mark.services
