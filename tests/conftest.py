@@ -105,14 +105,28 @@ class Server:
         self.process = process
         self.log = log
 
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
     def client(self, token: str | None = None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
 
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
 
-def start_daphne(tmp: Path, env: dict[str, str] | None = None) -> Server:
-    port = free_port()
-    log = tmp / f"daphne-{port}.log"
+
+def start_daphne(tmp: Path, env: dict[str, str] | None = None, port: int | None = None) -> Server:
+    """daphne on the test database; on `port` to restart a server where clients expect it."""
+    port = port or free_port()
+    log = tmp / f"daphne-{port}-{time.monotonic_ns()}.log"
     environment = (
         os.environ
         | {
@@ -130,17 +144,18 @@ def start_daphne(tmp: Path, env: dict[str, str] | None = None) -> Server:
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
     )  # fmt: skip
+    server = Server(f"http://127.0.0.1:{port}", process, log)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"daphne exited: {log.read_text()}")
         try:
             with socket.create_connection(("127.0.0.1", port), 0.2):
-                return Server(f"http://127.0.0.1:{port}", process, log)
+                return server
         except OSError:
             time.sleep(0.1)
-    process.kill()
-    raise RuntimeError(f"daphne did not start: {log.read_text()}")
+    server.stop()
+    raise RuntimeError(f"daphne did not start on {port}: {log.read_text()}")
 
 
 @pytest.fixture(scope="session")
@@ -150,5 +165,4 @@ def daphne(
     """A real daphne serving the test database; use it with `transactional_db`."""
     server = start_daphne(tmp_path_factory.mktemp("daphne"))
     yield server
-    server.process.terminate()
-    server.process.wait(10)
+    server.stop()

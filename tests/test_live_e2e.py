@@ -13,12 +13,9 @@ import base64
 import contextlib
 import io
 import json
-import os
 import re
 import socket
 import struct
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -37,7 +34,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from conversations import schemas, services
 from conversations.models import Conversation, Message
-from tests.conftest import ROOT, Server, database_url, start_daphne
+from tests.conftest import Server, start_daphne
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -367,52 +364,6 @@ def watchers() -> Iterator[list[LiveClient]]:
             client.ws.close()
 
 
-def start_on_port(tmp: Path, port: int, env: dict[str, str] | None = None) -> Server:
-    """daphne on a given port (to restart a server where its clients expect it)."""
-    log = tmp / f"daphne-{port}-{time.monotonic_ns()}.log"
-    environment = {
-        **os.environ,
-        "DATABASE_URL": database_url(),
-        "DJANGO_DEBUG": "1",
-        "DJANGO_SECRET_KEY": settings.SECRET_KEY,
-        **(env or {}),
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-         "replaysite.asgi:application"],
-        cwd=ROOT,
-        env=environment,
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    server = Server(f"http://127.0.0.1:{port}", process, log)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"daphne exited: {log.read_text()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), 0.2):
-                return server
-        except OSError:
-            time.sleep(0.1)
-    stop(server)
-    raise RuntimeError(f"daphne did not start on {port}: {log.read_text()}")
-
-
-def stop(server: Server) -> None:
-    if server.process.poll() is None:
-        server.process.terminate()
-        try:
-            server.process.wait(10)
-        except subprocess.TimeoutExpired:
-            server.process.kill()
-            server.process.wait(10)
-
-
-def port_of(server: Server) -> int:
-    return int(server.url.rsplit(":", 1)[1])
-
-
 # --- the tests ------------------------------------------------------------------------------
 
 
@@ -610,7 +561,7 @@ def test_server_restarted_under_connected_clients_ends_with_the_record(
         for client in watchers:
             client.wait_for_record()
 
-        stop(server)
+        server.stop()
         for client in watchers:  # each sees its socket close
             client.wait_for(lambda c=client: c.ws is None, timeout=10)  # type: ignore[misc]
         # What another process stores while this one is down.
@@ -618,7 +569,7 @@ def test_server_restarted_under_connected_clients_ends_with_the_record(
         block = schemas.TextIn(type="text", text="stored while the server was down")
         services.message_append(conversation=conversation, role="user", blocks=[block])
 
-        server = start_on_port(tmp_path, port_of(server))
+        server = start_daphne(tmp_path, port=server.port)
         servers.append(server)
         api.close()
         api = Api(server, token)
@@ -634,4 +585,4 @@ def test_server_restarted_under_connected_clients_ends_with_the_record(
         api.close()
     finally:
         for s in servers:
-            stop(s)
+            s.stop()

@@ -21,7 +21,7 @@ from django.conf import settings
 from tests import services as found
 from tests.conftest import Server, start_daphne
 from tests.redis_server import RedisServer, available
-from tests.test_live_e2e import Api, LiveClient, assert_once_in_order, operator_cookie, stop, text
+from tests.test_live_e2e import Api, LiveClient, assert_once_in_order, operator_cookie, text
 
 pytestmark = [pytest.mark.live, pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -71,7 +71,7 @@ def pair(
         yield servers[0], servers[1]
     finally:
         for server in servers:
-            stop(server)
+            server.stop()
 
 
 @pytest.fixture

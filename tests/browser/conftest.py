@@ -28,6 +28,10 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher, make_password
 from django.contrib.auth.models import Permission
 from django.db import connections
 
+from conversations import services
+from conversations.models import Conversation
+from conversations.schemas import BLOCK_ADAPTER
+
 CHROMIUM = Path("/usr/bin/chromium")
 VIEWPORT = {"width": 1400, "height": 1000}
 
@@ -182,3 +186,19 @@ def operator_page(page: Any, operator: Account) -> Any:
     sign_in(page, operator)
     page.wait_for_url("/")
     return page
+
+
+def conversation(title: str, messages: list[tuple[str, list[dict[str, Any]]]]) -> Conversation:
+    """A conversation stored through the one write path."""
+
+    def store() -> Conversation:
+        created = services.conversation_create(title=title)
+        for role, blocks in messages:
+            services.message_append(
+                conversation=created,
+                role=role,
+                blocks=[BLOCK_ADAPTER.validate_python(block) for block in blocks],
+            )
+        return created
+
+    return off_loop(store)

@@ -15,30 +15,13 @@ from playwright.sync_api import expect
 from conversations import services
 from conversations.demo import load_demo
 from conversations.models import Conversation
-from conversations.schemas import BLOCK_ADAPTER
-from tests.browser.conftest import make_user, off_loop, sign_in
+from tests.browser.conftest import conversation, make_user, off_loop, sign_in
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.live
 
 NOT_SEEN = "[Image (image/png): not seen — this model cannot view images]"
 SCREENSHOT = ROOT / "static" / "screenshot-conversation.png"
-
-
-def conversation(title: str, messages: list[tuple[str, list[dict[str, Any]]]]) -> Conversation:
-    """A conversation stored through the one write path."""
-
-    def store() -> Conversation:
-        created = services.conversation_create(title=title)
-        for role, blocks in messages:
-            services.message_append(
-                conversation=created,
-                role=role,
-                blocks=[BLOCK_ADAPTER.validate_python(block) for block in blocks],
-            )
-        return created
-
-    return off_loop(store)
 
 
 def stored_demo() -> Conversation:

@@ -7,12 +7,7 @@ from __future__ import annotations
 
 import base64
 import io
-import os
 import re
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,15 +15,14 @@ from urllib.parse import urlsplit
 
 import httpx2 as httpx
 import pytest
-from django.conf import settings
 from PIL import Image
 from playwright.sync_api import expect
 
 from conversations import services
 from conversations.models import Conversation, Message
 from conversations.schemas import BLOCK_ADAPTER
-from tests.browser.conftest import off_loop
-from tests.conftest import ROOT, Server, database_url, free_port
+from tests.browser.conftest import conversation, off_loop
+from tests.conftest import Server, free_port, start_daphne
 
 pytestmark = pytest.mark.live
 
@@ -67,22 +61,6 @@ def png() -> dict[str, Any]:
         "media_type": "image/png",
         "data": base64.b64encode(buffer.getvalue()).decode(),
     }
-
-
-def conversation(title: str, messages: list[tuple[str, list[dict[str, Any]]]]) -> Conversation:
-    """A conversation stored through the one write path, before the page opens."""
-
-    def store() -> Conversation:
-        created = services.conversation_create(title=title)
-        for role, blocks in messages:
-            services.message_append(
-                conversation=created,
-                role=role,
-                blocks=[BLOCK_ADAPTER.validate_python(block) for block in blocks],
-            )
-        return created
-
-    return off_loop(store)
 
 
 def created(response: httpx.Response) -> dict[str, Any]:
@@ -320,50 +298,14 @@ def test_page_reconnects_after_every_close_code_and_shows_what_it_missed_once(op
 # --- 5. the server restarted under an open page -----------------------------------------
 
 
-def daphne_on(port: int, tmp: Path) -> Server:
-    """daphne on a chosen port (so that a restarted server is found at the same address),
-    on the test database, as tests.conftest.start_daphne starts it."""
-    log = tmp / f"daphne-{port}-{time.monotonic_ns()}.log"
-    environment = os.environ | {
-        "DATABASE_URL": database_url(),
-        "DJANGO_DEBUG": "1",
-        "DJANGO_SECRET_KEY": settings.SECRET_KEY,
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-         "replaysite.asgi:application"],
-        cwd=ROOT,
-        env=environment,
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"daphne exited: {log.read_text()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), 0.2):
-                return Server(f"http://127.0.0.1:{port}", process, log)
-        except OSError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError(f"daphne did not start: {log.read_text()}")
-
-
-def stop(server: Server) -> None:
-    if server.process.poll() is None:
-        server.process.terminate()
-        server.process.wait(10)
-
-
 @pytest.fixture
 def own_daphne(transactional_db: None, tmp_path: Path) -> Iterator[list[Server]]:
     """A private daphne on a fixed port; the test may stop it and start it again. The
     list holds every server started there, the current one last."""
-    servers = [daphne_on(free_port(), tmp_path)]
+    servers = [start_daphne(tmp_path, port=free_port())]
     yield servers
     for server in servers:
-        stop(server)
+        server.stop()
 
 
 def test_server_restart_under_an_open_page_loses_nothing_and_repeats_nothing(
@@ -384,7 +326,7 @@ def test_server_restart_under_an_open_page_loses_nothing_and_repeats_nothing(
         post_block(agent, c, 1, text("before the restart"))
     expect(record_blocks(page, 1)).to_have_count(2)
 
-    stop(server)
+    server.stop()
     expect(page.locator("#live-status")).to_have_text(re.compile("reconnecting|offline"))
 
     def ingest_while_down() -> None:
@@ -399,7 +341,7 @@ def test_server_restart_under_an_open_page_loses_nothing_and_repeats_nothing(
         )
 
     off_loop(ingest_while_down)
-    own_daphne.append(daphne_on(port, tmp_path))
+    own_daphne.append(start_daphne(tmp_path, port=port))
     server = own_daphne[-1]
 
     expect(page.locator("#live-status")).to_have_text("live", timeout=RECONNECT)
