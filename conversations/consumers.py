@@ -29,6 +29,7 @@ FORBIDDEN = 4403
 BAD_REQUEST = 4400
 NOT_FOUND = 4404
 LOGGED_OUT = 4401
+REFRESH_TIMEOUT = 10.0  # seconds; a refresh stuck longer closes the socket
 
 
 class RenderCache(Generic[T]):
@@ -40,22 +41,26 @@ class RenderCache(Generic[T]):
 
     def __init__(self, ttl: float = 5.0) -> None:
         self.ttl = ttl
-        self.pending: dict[tuple[Any, ...], asyncio.Future[T]] = {}
+        self.pending: dict[tuple[Any, ...], asyncio.Task[T]] = {}
 
     async def get(self, key: tuple[Any, ...], render: Callable[[], Awaitable[T]]) -> T:
-        future = self.pending.get(key)
-        if future is None:
-            loop = asyncio.get_running_loop()
-            future = loop.create_future()
-            self.pending[key] = future
-            loop.call_later(self.ttl, self.pending.pop, key, None)
-            try:
-                future.set_result(await render())
-            except Exception as exc:
-                self.pending.pop(key, None)
-                future.set_exception(exc)
-                raise
-        return await asyncio.shield(future)
+        task = self.pending.get(key)
+        if task is None:
+            # A task of its own: a socket that goes away mid-render (its handler is
+            # cancelled) must not leave the others waiting for a result that never comes.
+            task = asyncio.ensure_future(render())
+            self.pending[key] = task
+            task.add_done_callback(lambda done: self._forget_failure(key, done))
+            asyncio.get_running_loop().call_later(self.ttl, self._expire, key, task)
+        return await asyncio.shield(task)
+
+    def _forget_failure(self, key: tuple[Any, ...], task: asyncio.Task[T]) -> None:
+        if task.cancelled() or task.exception() is not None:
+            self._expire(key, task)
+
+    def _expire(self, key: tuple[Any, ...], task: asyncio.Task[T]) -> None:
+        if self.pending.get(key) is task:
+            del self.pending[key]
 
 
 frames: RenderCache[fragments.Frame] = RenderCache()
@@ -113,8 +118,9 @@ class Watcher(AsyncWebsocketConsumer):
             # Jitter, so that sockets opened together do not all refresh together.
             await asyncio.sleep(settings.REPLAY_GROUP_REFRESH_SECONDS * random.uniform(0.8, 1.2))
             try:
-                await self.join()
-                await self.refreshed()
+                async with asyncio.timeout(REFRESH_TIMEOUT):
+                    await self.join()
+                    await self.refreshed()
             except Exception as exc:
                 # A socket that can no longer renew would go quietly deaf: close it, and
                 # the client reconnects and resumes from the database.

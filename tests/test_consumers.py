@@ -7,6 +7,7 @@ against the same stack daphne serves.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import functools
 import io
@@ -622,3 +623,26 @@ async def test_list_row_after_a_block_is_the_fresh_row_not_the_one_before_it(
         await sync_to_async(add_block)(cid, 0, tool_use("call_1", "search", q="x"))
         row = await assert_row_is_fresh(await frame(ws), operator, cid)
         assert "unanswered tool call" in row
+
+
+def test_a_render_survives_the_socket_that_asked_for_it_going_away() -> None:
+    """The first socket's handler is cancelled mid-render; the others still get the frame."""
+    from conversations.consumers import RenderCache
+
+    cache: RenderCache[str] = RenderCache(ttl=1.0)
+    started = asyncio.Event()
+
+    async def render() -> str:
+        started.set()
+        await asyncio.sleep(0.05)
+        return "frame"
+
+    async def body() -> None:
+        first = asyncio.ensure_future(cache.get(("k",), render))
+        await started.wait()
+        second = asyncio.ensure_future(cache.get(("k",), render))
+        first.cancel()
+        assert await asyncio.wait_for(second, 2) == "frame"
+        assert first.cancelled()
+
+    asyncio.run(body())
