@@ -139,10 +139,16 @@
     if (event.target instanceof Element && event.target.id === "conversation") { unseen = 0; }
   });
   document.addEventListener("htmx:wsOpen", function (event) {
+    var reconnected = opened.has(event.target);
     opened.add(event.target);
     setStatus("live");
     if (messagesBox()) {
       event.detail.socketWrapper.send(JSON.stringify(position()));
+    } else if (reconnected && event.target.id === "results") {
+      // The list has no positions to report: after a gap, fetch it again (the fresh
+      // section brings its own socket).
+      htmx.ajax("GET", window.location.pathname + window.location.search,
+        { target: "#results", swap: "outerHTML" });
     }
   });
   document.addEventListener("htmx:wsClose", function () {

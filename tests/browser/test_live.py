@@ -430,11 +430,34 @@ def test_list_moves_active_conversations_to_the_top_and_shows_new_ones(operator_
 
 
 def test_first_conversation_appears_live_on_an_empty_list(operator_page, agent):
-    """The empty list has no table to put a row in: the first conversation must still
-    appear (fails today: applyRow in static/replay-live.js drops the row without a tbody)."""
+    """The empty list still has a table body for the first conversation's row."""
     page = operator_page
     open_list(page)
     expect(page.locator("#results .empty")).to_contain_text("No conversations yet")
 
     new = created(agent.post("/api/conversations", json={"title": "the very first"}))
     expect(page.locator(f"#c-{new['id']}")).to_contain_text("the very first")
+
+
+def test_list_catches_up_after_its_socket_was_closed(operator_page, agent):
+    """The list has no positions to resume from: after a reconnect it is fetched again."""
+    page = operator_page
+    routes: list[Any] = []
+
+    def proxy(ws: Any) -> None:
+        server = ws.connect_to_server()
+        ws.on_close(lambda code, reason: server.close())
+        routes.append(ws)
+
+    page.route_web_socket(re.compile(r"/ws/conversations/$"), proxy)
+    old = conversation("old", [("user", [text("one")])])
+    open_list(page)
+    routes[-1].close(code=1000, reason="test")
+    missed = created(agent.post("/api/conversations", json={"title": "while away"}))
+    post_message(agent, old, "assistant", [text("activity while away")])
+
+    rows = page.locator("#results tbody tr")
+    expect(rows.first).to_have_id(f"c-{old.id}", timeout=RECONNECT)
+    expect(rows.first.locator("td.num")).to_have_text("2")
+    expect(page.locator(f"#c-{missed['id']}")).to_have_count(1)
+    expect(rows).to_have_count(2)
