@@ -37,10 +37,11 @@ def messages_frame(
     conversation = selectors.conversation_get(conversation_id)
     if conversation is None or not seqs:
         return Frame("", {})
+    wanted = set(seqs)
     rows = [
         row
-        for row in selectors.message_rows(conversation, start=min(seqs), stop=max(seqs) + 1)
-        if row.seq in set(seqs)
+        for row in selectors.message_rows(conversation, start=min(wanted), stop=max(wanted) + 1)
+        if row.seq in wanted
     ]
     views = presenters.message_views(conversation, rows, vision=vision, shape=shape)
     blocks = Message.objects.filter(conversation=conversation).aggregate(n=Sum("block_count"))
