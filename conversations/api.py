@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any, TypeAlias
 
 import orjson
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.paginator import EmptyPage, PageNotAnInteger, Paginator
 from django.db import IntegrityError, transaction
@@ -132,8 +133,6 @@ def api(*methods: str) -> Callable[[View], View]:
 
 
 def _too_big() -> ApiError:
-    from django.conf import settings
-
     return ApiError(
         413,
         f"Request body is over the {settings.REPLAY_MAX_BODY_MB} MB limit (REPLAY_MAX_BODY_MB).",

@@ -5,11 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from django.db.models import Sum
 from django.template.loader import render_to_string
 
 from conversations import presenters, replay, selectors
-from conversations.models import Message
 
 
 def conversation_exists(conversation_id: str) -> bool:
@@ -21,8 +19,7 @@ def block_counts(conversation_id: str, start: int) -> dict[int, int] | None:
     conversation = selectors.conversation_get(conversation_id)
     if conversation is None:
         return None
-    rows = Message.objects.filter(conversation=conversation, seq__gte=start)
-    return dict(rows.values_list("seq", "block_count"))
+    return selectors.block_counts(conversation, start=start)
 
 
 class Frame(NamedTuple):
@@ -44,12 +41,14 @@ def messages_frame(
         if row.seq in wanted
     ]
     views = presenters.message_views(conversation, rows, vision=vision, shape=shape)
-    blocks = Message.objects.filter(conversation=conversation).aggregate(n=Sum("block_count"))
     parts = [render_to_string("conversations/detail.html#message", {"m": m}) for m in views]
     parts.append(
         render_to_string(
             "conversations/detail.html#totals",
-            {"total_messages": conversation.message_count, "total_blocks": blocks["n"] or 0},
+            {
+                "total_messages": conversation.message_count,
+                "total_blocks": selectors.block_total(conversation),
+            },
         )
     )
     return Frame("".join(parts), {m.seq: m.block_count for m in views})

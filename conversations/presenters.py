@@ -13,13 +13,12 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from django.db.models import F, Sum
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.timesince import timesince
 
 from conversations import replay, routing, selectors
-from conversations.models import Block, Conversation, Message
+from conversations.models import Conversation
 
 FOLD_LINES = 12
 FOLD_CHARS = 1500
@@ -167,7 +166,6 @@ def conversation_page(
     rows = selectors.message_rows(conversation, start=start, stop=stop)
     detail = reverse("conversation", args=[str(conversation.id)])
     options: dict[str, object] = {"vision": int(vision), "shape": shape}
-    blocks = Message.objects.filter(conversation=conversation).aggregate(n=Sum("block_count"))
     first = rows[0].seq if rows else start
     return {
         "conversation": conversation,
@@ -175,7 +173,7 @@ def conversation_page(
         "vision": vision,
         "shape": shape,
         "total_messages": conversation.message_count,
-        "total_blocks": blocks["n"] or 0,
+        "total_blocks": selectors.block_total(conversation),
         "self_url": detail + query(**options),
         "socket_url": routing.conversation_socket_url(conversation.id, vision=vision, shape=shape),
         "download_url": reverse("replay-download", args=[str(conversation.id)]) + query(**options),
@@ -197,22 +195,7 @@ def conversation_page(
 
 def conversation_rows(conversations: list[Conversation]) -> list[ConversationRow]:
     """List rows, with whether each conversation's last message ends in unanswered tool calls."""
-    last = Message.objects.filter(
-        conversation__in=conversations, seq=F("conversation__message_count") - 1
-    ).values_list("id", "conversation_id")
-    last_ids = dict(last)
-    pending: dict[Any, set[str]] = {}
-    tool_blocks = (
-        Block.objects.filter(message_id__in=last_ids, type__in=["tool_use", "tool_result"])
-        .order_by("message_id", "seq")
-        .values_list("message_id", "type", "call_id")
-    )
-    for message_id, kind, call_id in tool_blocks:
-        open_calls = pending.setdefault(last_ids[message_id], set())
-        if kind == "tool_use":
-            open_calls.add(call_id)
-        else:
-            open_calls.discard(call_id)
+    unanswered = selectors.unanswered_tool_calls(conversations)
     now = timezone.now()
     return [
         ConversationRow(
@@ -220,7 +203,7 @@ def conversation_rows(conversations: list[Conversation]) -> list[ConversationRow
             url=c.get_absolute_url(),
             relative=f"{timesince(c.updated_at, now).split(',')[0]} ago",
             exact=c.updated_at.isoformat(timespec="seconds"),
-            unanswered=bool(pending.get(c.id)),
+            unanswered=c.id in unanswered,
         )
         for c in conversations
     ]

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, cast
 
 import orjson
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Sum
 
 from conversations import replay
 from conversations.models import Block, Conversation, Message
@@ -170,3 +170,47 @@ def replay_payload(
 ) -> replay.Payload:
     """The projection of the whole conversation: what every consumer serves."""
     return replay.project(stored_messages(message_rows(conversation)), vision=vision, shape=shape)
+
+
+def block_total(conversation: Conversation) -> int:
+    total = Message.objects.filter(conversation=conversation).aggregate(n=Sum("block_count"))
+    return int(total["n"] or 0)
+
+
+def block_counts(conversation: Conversation, *, start: int = 0) -> dict[int, int]:
+    """Message seq → block count, from `start` on: a client's position, server side."""
+    rows = Message.objects.filter(conversation=conversation, seq__gte=start)
+    return dict(rows.values_list("seq", "block_count"))
+
+
+def image_block(conversation: Conversation, seq: int, block: int) -> tuple[str, str] | None:
+    """(media type, base64 data) of an image block, or None if that block is no image."""
+    return (
+        Block.objects.filter(
+            message__conversation=conversation, message__seq=seq, seq=block, type="image"
+        )
+        .values_list("media_type", "data")
+        .first()
+    )
+
+
+def unanswered_tool_calls(conversations: Iterable[Conversation]) -> set[uuid.UUID]:
+    """The conversations whose last message holds a tool_use with no later result for it."""
+    last = dict(
+        Message.objects.filter(
+            conversation__in=list(conversations), seq=F("conversation__message_count") - 1
+        ).values_list("id", "conversation_id")
+    )
+    pending: dict[uuid.UUID, set[str]] = {}
+    tool_blocks = (
+        Block.objects.filter(message_id__in=last, type__in=["tool_use", "tool_result"])
+        .order_by("message_id", "seq")
+        .values_list("message_id", "type", "call_id")
+    )
+    for message_id, kind, call_id in tool_blocks:
+        open_calls = pending.setdefault(last[message_id], set())
+        if kind == "tool_use":
+            open_calls.add(call_id)
+        else:
+            open_calls.discard(call_id)
+    return {conversation_id for conversation_id, calls in pending.items() if calls}

@@ -17,7 +17,7 @@ from django_htmx.http import push_url
 from django_htmx.middleware import HtmxDetails
 
 from conversations import api, presenters, replay, routing, selectors
-from conversations.models import Block, Conversation
+from conversations.models import Conversation
 
 View: TypeAlias = Callable[..., HttpResponse]
 
@@ -133,19 +133,11 @@ def replay_download(
 @operator_required
 def block_image(request: HttpRequest, conversation_id: str, seq: int, block: int) -> HttpResponse:
     """An image block's bytes, as the raster type it was validated as; never SVG or HTML."""
-    row = (
-        Block.objects.filter(
-            message__conversation_id=_conversation(conversation_id).id,
-            message__seq=seq,
-            seq=block,
-            type="image",
-        )
-        .only("media_type", "data")
-        .first()
-    )
-    if row is None:
+    found = selectors.image_block(_conversation(conversation_id), seq, block)
+    if found is None:
         raise Http404("No such image.")
-    response = HttpResponse(base64.b64decode(row.data), content_type=row.media_type)
+    media_type, data = found
+    response = HttpResponse(base64.b64decode(data), content_type=media_type)
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     response["Cache-Control"] = "private, max-age=86400, immutable"
