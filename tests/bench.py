@@ -12,26 +12,15 @@ c) ingest: a two-block message POST vs a trivial authenticated GET, and messages
 
 from __future__ import annotations
 
-import argparse
-import base64
-import io
-import os
 import random
-import secrets
-import shutil
-import socket
-import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests import benchkit
+from tests.benchkit import Results, ms, paired_ratio, rounds, sentence
 
 RECORD_MESSAGES = 10_000  # three blocks each: the 30,000-block record
 SMALL_MESSAGES = 100
@@ -46,112 +35,25 @@ PROJECTION_TARGET = 3.0
 REPLAY_TARGET = 1.5
 INGEST_TARGET = 2.0
 
-# fmt: off
-WORDS = [
-    "the", "agent", "reads", "file", "config", "yaml", "and", "then", "calls", "search",
-    "tool", "with", "query", "results", "were", "found", "in", "repository", "function",
-    "returns", "value", "error", "because", "timeout", "retry", "request", "response", "model",
-    "token", "context", "window", "user", "asked", "about", "deployment", "logs", "database",
-    "migration", "failed", "succeeded", "pending", "check", "status", "update", "summary",
-]
-# fmt: on
-
-
-class Results:
-    """Figures in print order; each target line says PASS or FAIL."""
-
-    def __init__(self) -> None:
-        self.rows: list[dict[str, Any]] = []
-
-    def figure(self, name: str, value: float, unit: str, note: str = "") -> None:
-        self.rows.append({"name": name, "value": value, "unit": unit, "note": note})
-        print(f"  {name}: {value:,.2f} {unit} {note}".rstrip(), flush=True)
-
-    def target(self, name: str, value: float, limit: float, note: str = "") -> None:
-        passed = value <= limit
-        self.rows.append(
-            {"name": name, "value": value, "unit": "×", "target": limit, "pass": passed,
-             "note": note}
-        )  # fmt: skip
-        verdict = "PASS" if passed else "FAIL"
-        print(f"  {name}: {value:.2f}× (target ≤ {limit}×) {verdict} {note}".rstrip(), flush=True)
-
-    @property
-    def failed(self) -> list[str]:
-        return [r["name"] for r in self.rows if r.get("pass") is False]
-
-    def table(self) -> str:
-        width = max(len(r["name"]) for r in self.rows)
-        lines = [f"{'figure':<{width}}  {'value':>14}  {'target':>8}  result", "-" * (width + 36)]
-        for r in self.rows:
-            value = f"{r['value']:,.2f} {r['unit']}"
-            target = f"≤ {r['target']}×" if "target" in r else ""
-            verdict = ("PASS" if r["pass"] else "FAIL") if "pass" in r else ""
-            lines.append(f"{r['name']:<{width}}  {value:>14}  {target:>8}  {verdict}")
-        return "\n".join(lines)
-
-
-def rounds(runs: int, work: dict[str, Callable[[], object]]) -> dict[str, list[float]]:
-    """Seconds per call of each function, run in interleaved rounds so that drift in the
-    machine's load (other processes on the same cores) hits every figure alike."""
-    samples: dict[str, list[float]] = {name: [] for name in work}
-    for _ in range(runs):
-        for name, run in work.items():
-            start = time.perf_counter()
-            run()
-            samples[name].append(time.perf_counter() - start)
-    return samples
-
-
-def paired_ratio(numerator: list[float], denominator: list[float]) -> float:
-    """The median of the round-by-round ratios: robust to load that changes between rounds."""
-    return statistics.median(a / b for a, b in zip(numerator, denominator, strict=True))
-
-
-def ms(samples: list[float]) -> float:
-    return statistics.median(samples) * 1e3
+IMAGE_COLORS = ((200, 30, 30), (30, 200, 30), (30, 30, 200))
 
 
 # --- the record ----------------------------------------------------------------------
 
 
-def sentence(rng: random.Random, length: int) -> str:
-    words: list[str] = []
-    size = 0
-    while size < length:
-        word = rng.choice(WORDS)
-        words.append(word)
-        size += len(word) + 1
-    return " ".join(words).capitalize() + "."
-
-
-def small_pngs() -> list[str]:
-    from PIL import Image
-
-    images = []
-    for color in ((200, 30, 30), (30, 200, 30), (30, 30, 200)):
-        buffer = io.BytesIO()
-        Image.new("RGB", (16, 12), color).save(buffer, "PNG")
-        images.append(base64.b64encode(buffer.getvalue()).decode())
-    return images
-
-
-def message_blocks(index: int, rng: random.Random, images: list[str]) -> tuple[str, list[Any]]:
+def message_blocks(index: int, rng: random.Random) -> tuple[str, list[Any]]:
     """A realistic agent turn: users ask and return tool results, assistants reason,
     answer and call tools; a few user messages carry a small image. Three blocks each."""
     from conversations.schemas import ImageIn, ReasoningIn, TextIn, ToolResultIn, ToolUseIn
 
     call = f"call_{index // 2:05d}"
     if index == 0:
-        return "system", [
-            TextIn(type="text", text="You are a careful operations agent."),
-            TextIn(type="text", text=sentence(rng, 400)),
-            TextIn(type="text", text="Answer in English."),
-        ]
+        return benchkit.system_turn(rng)
     if index % 2 == 1:
         blocks: list[Any] = [TextIn(type="text", text=sentence(rng, rng.choice((20, 80, 300))))]
         if index % 97 == 1:
-            blocks.append(ImageIn(type="image", media_type="image/png", data=images[index % 3]))
+            image = benchkit.png(IMAGE_COLORS[index % 3])
+            blocks.append(ImageIn(type="image", media_type="image/png", data=image))
         else:
             blocks.append(
                 ToolResultIn(
@@ -178,62 +80,6 @@ def message_blocks(index: int, rng: random.Random, images: list[str]) -> tuple[s
             },
         ),
     ]
-
-
-def build_conversation(title: str, messages: int) -> Any:
-    """Store a conversation through the real services, in batches of one transaction."""
-    from django.db import transaction
-
-    from conversations import services
-
-    rng = random.Random(title)
-    images = small_pngs()
-    conversation = services.conversation_create(title=title)
-    for start in range(0, messages, 500):
-        with transaction.atomic():
-            for index in range(start, min(start + 500, messages)):
-                role, blocks = message_blocks(index, rng, images)
-                services.message_append(conversation=conversation, role=role, blocks=blocks)
-    return conversation
-
-
-# --- the server ----------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def daphne(env: dict[str, str], log: Path) -> Iterator[str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-         "replaysite.asgi:application"],
-        cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"daphne exited: {log.read_text()}")
-            try:
-                with socket.create_connection(("127.0.0.1", port), 0.2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"daphne did not start: {log.read_text()}") from None
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 # --- the measurements ----------------------------------------------------------------
@@ -264,7 +110,7 @@ def bench_projection(results: Results, conversation: Any) -> None:
     for label, took in samples.items():
         results.figure(f"a: project {label}", ms(took), "ms", "median")
         results.target(f"a: project / dumps, {label}", paired_ratio(took, dumps),
-                       PROJECTION_TARGET)  # fmt: skip
+                       PROJECTION_TARGET, "×")  # fmt: skip
 
 
 def bench_replay_over_http(results: Results, url: str, token: str, big: Any, small: Any) -> None:
@@ -292,9 +138,8 @@ def bench_replay_over_http(results: Results, url: str, token: str, big: Any, sma
         )
     results.figure("b: GET /api/conversations/ID", ms(samples["record"]), "ms", "median")
     results.figure("b: GET /api/conversations/ID/replay", ms(samples["replay"]), "ms", "median")
-    results.target(
-        "b: replay / record", paired_ratio(samples["replay"], samples["record"]), REPLAY_TARGET
-    )
+    ratio = paired_ratio(samples["replay"], samples["record"])
+    results.target("b: replay / record", ratio, REPLAY_TARGET, "×")
 
     client = Client(HTTP_HOST="127.0.0.1", headers=headers)
     client.get(f"/api/conversations/{small.pk}")  # the token's last-use touch is done
@@ -357,7 +202,7 @@ def bench_ingest(results: Results, url: str, token: str) -> None:
                        ms(samples["list"]), "ms", "median")  # fmt: skip
         results.figure("c: POST message with two blocks", ms(samples["post"]), "ms", "median")
         results.target("c: POST / GET", paired_ratio(samples["post"], samples["get"]),
-                       INGEST_TARGET)  # fmt: skip
+                       INGEST_TARGET, "×")  # fmt: skip
 
         sequential = create(client, "ingest 1 client")
         start = time.perf_counter()
@@ -405,61 +250,25 @@ def bench_ingest(results: Results, url: str, token: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", type=Path, help="also write the figures here as JSON")
-    args = parser.parse_args(argv)
+    args = benchkit.arguments(__doc__).parse_args(argv)
     began = time.perf_counter()
-    tmp = Path(tempfile.mkdtemp(prefix="replay-bench-"))
-    try:
-        env = os.environ | {
-            "DJANGO_SETTINGS_MODULE": "replaysite.settings",
-            "DATABASE_URL": f"sqlite:///{tmp / 'bench.sqlite3'}",
-            "REPLAY_DATA_DIR": str(tmp),
-            "DJANGO_SECRET_KEY": secrets.token_urlsafe(64),
-            "DJANGO_DEBUG": "0",
-        }
-        env.pop("REDIS_URL", None)  # the embedded default: in-memory channel layer
-        subprocess.run(
-            [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-            cwd=ROOT, env=env, check=True,
-        )  # fmt: skip
-        os.environ.pop("REDIS_URL", None)
-        os.environ.update(env)
-        import django
-
-        django.setup()
-        from django.db import connection
-
-        from conversations import services
-
+    with benchkit.scratch("replay-bench-") as tmp:
+        env = benchkit.base_env(tmp, f"sqlite:///{tmp / 'bench.sqlite3'}")  # in-memory layer
+        benchkit.manage(env, "migrate", "--noinput", "-v", "0")
         print(f"building the records in {tmp} …", flush=True)
         start = time.perf_counter()
-        big = build_conversation("bench 10,000 messages", RECORD_MESSAGES)
-        small = build_conversation("bench 100 messages", SMALL_MESSAGES)
-        _, token = services.api_token_create(label="bench")
+        (big, small), token = benchkit.records(env, message_blocks, RECORD_MESSAGES, SMALL_MESSAGES)
         print(f"  built in {time.perf_counter() - start:.1f} s", flush=True)
-        connection.close()
+        from django.db import connection
 
+        connection.close()
         results = Results()
         bench_projection(results, big)
-        with daphne(env, tmp / "daphne.log") as url:
-            bench_replay_over_http(results, url, token, big, small)
-            bench_ingest(results, url, token)
+        with benchkit.daphne(env, tmp / "daphne.log") as server:
+            bench_replay_over_http(results, server.url, token, big, small)
+            bench_ingest(results, server.url, token)
         connection.close()
-
-        print()
-        print(results.table())
-        took = time.perf_counter() - began
-        print(f"\n{len(results.failed)} target(s) missed; the bench took {took:.0f} s.")
-        if args.json:
-            import orjson
-
-            args.json.write_bytes(
-                orjson.dumps({"seconds": took, "figures": results.rows}, option=orjson.OPT_INDENT_2)
-            )
-        return 1 if results.failed else 0
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        return results.finish(began, args.json)
 
 
 if __name__ == "__main__":

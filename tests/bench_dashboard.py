@@ -12,31 +12,21 @@ b) the server's time for the first page of the 10,000-message conversation next 
 
 The server runs as deployed (SPEC §5): DJANGO_DEBUG=0 after `collectstatic` into a
 temporary STATIC_ROOT, so static files come from WhiteNoise with their hashed names.
-The helpers at the top (Results, daphne) are shared with tests/bench_live.py.
+Its message generator, `turn`, also fills tests/bench_live.py's conversations.
 """
 
 from __future__ import annotations
 
-import argparse
-import base64
-import io
 import os
 import random
-import secrets
-import shutil
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests import benchkit
+from tests.benchkit import Daphne, Results, ms, rounds, sentence
+
 CHROMIUM = "/usr/bin/chromium"
 
 BIG = 10_000
@@ -47,261 +37,50 @@ LOAD_TARGET = 1.5  # the 10,000-message page loads in at most 1.5× the 100-mess
 SIZE_TARGET = 1.5  # …and its HTML and DOM stay within 1.5× of it (bounded)
 
 
-# --- shared with bench_live ------------------------------------------------------------
-
-
-def number(value: float) -> str:
-    return f"{value:,}" if isinstance(value, int) else f"{value:,.2f}"
-
-
-class Results:
-    """Figures in print order; a target line says PASS or FAIL."""
-
-    def __init__(self) -> None:
-        self.rows: list[dict[str, Any]] = []
-
-    def figure(self, name: str, value: float, unit: str, note: str = "") -> None:
-        self.rows.append({"name": name, "value": value, "unit": unit, "note": note})
-        print(f"  {name}: {number(value)} {unit} {note}".rstrip(), flush=True)
-
-    def target(
-        self, name: str, value: float, limit: float, unit: str, note: str = "", op: str = "≤"
-    ) -> bool:
-        passed = value <= limit if op == "≤" else value >= limit if op == "≥" else value == limit
-        self.rows.append(
-            {"name": name, "value": value, "unit": unit, "target": f"{op} {number(limit)}",
-             "pass": passed, "note": note}
-        )  # fmt: skip
-        verdict = "PASS" if passed else "FAIL"
-        print(
-            f"  {name}: {number(value)} {unit} (target {op} {number(limit)}) {verdict} {note}"
-            .rstrip(), flush=True,
-        )  # fmt: skip
-        return passed
-
-    @property
-    def failed(self) -> list[str]:
-        return [r["name"] for r in self.rows if r.get("pass") is False]
-
-    def table(self) -> str:
-        width = max(len(r["name"]) for r in self.rows)
-        cells = [(f"{number(r['value'])} {r['unit']}", r.get("target", "")) for r in self.rows]
-        value_width = max(len(c[0]) for c in cells)
-        target_width = max(8, *(len(c[1]) for c in cells))
-        lines = [
-            f"{'figure':<{width}}  {'value':>{value_width}}  {'target':>{target_width}}  result",
-            "-" * (width + value_width + target_width + 12),
-        ]
-        for r, (value, target) in zip(self.rows, cells, strict=True):
-            verdict = ("PASS" if r["pass"] else "FAIL") if "pass" in r else ""
-            lines.append(
-                f"{r['name']:<{width}}  {value:>{value_width}}  {target:>{target_width}}  "
-                f"{verdict}".rstrip()
-            )
-        return "\n".join(lines)
-
-    def finish(self, began: float, json_path: Path | None, **extra: Any) -> int:
-        print()
-        print(self.table())
-        took = time.perf_counter() - began
-        print(f"\n{len(self.failed)} target(s) missed; the bench took {took:.0f} s.", flush=True)
-        if json_path:
-            import orjson
-
-            body = {"seconds": took, "figures": self.rows, **extra}
-            json_path.write_bytes(orjson.dumps(body, option=orjson.OPT_INDENT_2))
-        return 1 if self.failed else 0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Daphne:
-    url: str
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    @property
-    def ws_url(self) -> str:
-        return self.url.replace("http://", "ws://", 1)
-
-
-def wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path, what: str) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        if process.poll() is not None:
-            raise RuntimeError(f"{what} exited: {log.read_text(errors='replace')[-3000:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), 0.2):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{what} did not start: {log.read_text()[-3000:]}") from None
-            time.sleep(0.1)
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-@contextmanager
-def daphne(env: dict[str, str], log: Path) -> Iterator[Daphne]:
-    """One daphne on a free port, stopped on exit (also on error)."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-         "replaysite.asgi:application"],
-        cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    try:
-        wait_for_port(port, process, log, "daphne")
-        yield Daphne(f"http://127.0.0.1:{port}", process, log)
-    finally:
-        stop(process)
-
-
-def manage(env: dict[str, str], *args: str) -> None:
-    subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True,
-        stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-
-
-def base_env(tmp: Path, database_url: str) -> dict[str, str]:
-    """The deployment's settings (DEBUG off) on throwaway data and static folders."""
-    env = dict(os.environ) | {
-        "DJANGO_SETTINGS_MODULE": "replaysite.settings",
-        "DATABASE_URL": database_url,
-        "REPLAY_DATA_DIR": str(tmp / "data"),
-        "REPLAY_STATIC_ROOT": str(tmp / "static"),
-        "DJANGO_SECRET_KEY": secrets.token_urlsafe(64),
-        "DJANGO_DEBUG": "0",
-    }
-    env.pop("REDIS_URL", None)  # the embedded default unless a bench says otherwise
-    return env
-
-
-def ms(samples: list[float]) -> float:
-    return statistics.median(samples) * 1e3
-
-
-def rounds(runs: int, work: dict[str, Callable[[], object]]) -> dict[str, list[float]]:
-    """Seconds per call of each function, in interleaved rounds, so that drift in the
-    machine's load hits every figure alike."""
-    samples: dict[str, list[float]] = {name: [] for name in work}
-    for _ in range(runs):
-        for name, run in work.items():
-            start = time.perf_counter()
-            run()
-            samples[name].append(time.perf_counter() - start)
-    return samples
-
-
 # --- the records -----------------------------------------------------------------------
 
-# fmt: off
+# The dashboard's records draw from 35 of the shared 45 words.
 WORDS = [
-    "the", "agent", "reads", "file", "config", "yaml", "and", "then", "calls", "search",
-    "tool", "with", "query", "results", "were", "found", "in", "repository", "function",
-    "returns", "value", "error", "because", "timeout", "retry", "request", "response",
-    "deployment", "logs", "database", "migration", "failed", "succeeded", "status", "summary",
-]
-# fmt: on
+    word for word in benchkit.WORDS
+    if word not in {"model", "token", "context", "window", "user", "asked", "about", "pending",
+                    "check", "update"}
+]  # fmt: skip
+SCREENSHOT = (30, 120, 200)
 
 
-def sentence(rng: random.Random, length: int) -> str:
-    words: list[str] = []
-    size = 0
-    while size < length:
-        words.append(rng.choice(WORDS))
-        size += len(words[-1]) + 1
-    return " ".join(words).capitalize() + "."
-
-
-def tiny_png() -> str:
-    from PIL import Image
-
-    buffer = io.BytesIO()
-    Image.new("RGB", (16, 12), (30, 120, 200)).save(buffer, "PNG")
-    return base64.b64encode(buffer.getvalue()).decode()
-
-
-def turn(index: int, rng: random.Random, png: str) -> tuple[str, list[Any]]:
+def turn(index: int, rng: random.Random) -> tuple[str, list[Any]]:
     """An agent turn of three blocks: assistants reason, answer and call a tool; users
     return the result (now and then an error, or a screenshot) and say something."""
     from conversations.schemas import ImageIn, ReasoningIn, TextIn, ToolResultIn, ToolUseIn
 
     call = f"call_{index // 2:05d}"
     if index == 0:
-        return "system", [
-            TextIn(type="text", text="You are a careful operations agent."),
-            TextIn(type="text", text=sentence(rng, 400)),
-            TextIn(type="text", text="Answer in English."),
-        ]
+        return benchkit.system_turn(rng, WORDS)
     if index % 2 == 1:
         if index % 97 == 1:
-            middle: Any = ImageIn(type="image", media_type="image/png", data=png)
+            middle: Any = ImageIn(
+                type="image", media_type="image/png", data=benchkit.png(SCREENSHOT)
+            )
         else:
             middle = ToolResultIn(
                 type="tool_result", tool_use_id=call, name="search",
-                content="\n".join(sentence(rng, 70) for _ in range(rng.randint(2, 20))),
+                content="\n".join(sentence(rng, 70, WORDS) for _ in range(rng.randint(2, 20))),
                 is_error=index % 23 == 0,
             )  # fmt: skip
         return "user", [
-            TextIn(type="text", text=sentence(rng, rng.choice((20, 80, 300)))),
+            TextIn(type="text", text=sentence(rng, rng.choice((20, 80, 300)), WORDS)),
             middle,
-            TextIn(type="text", text=sentence(rng, rng.choice((10, 60, 600)))),
+            TextIn(type="text", text=sentence(rng, rng.choice((10, 60, 600)), WORDS)),
         ]
     return "assistant", [
-        ReasoningIn(type="reasoning", text=sentence(rng, rng.randint(80, 600))),
-        TextIn(type="text", text=sentence(rng, rng.choice((40, 200, 900)))),
+        ReasoningIn(type="reasoning", text=sentence(rng, rng.randint(80, 600), WORDS)),
+        TextIn(type="text", text=sentence(rng, rng.choice((40, 200, 900)), WORDS)),
         ToolUseIn(
             type="tool_use", id=call, name="search",
-            input={"query": sentence(rng, 30), "filters": {"paths": ["src/", "tests/"]},
+            input={"query": sentence(rng, 30, WORDS), "filters": {"paths": ["src/", "tests/"]},
                    "page": index},
         ),
     ]  # fmt: skip
-
-
-def build_conversation(title: str, messages: int) -> Any:
-    """Store a conversation through the real services, 500 messages per transaction."""
-    from django.db import transaction
-
-    from conversations import services
-
-    rng = random.Random(title)
-    png = tiny_png()
-    conversation = services.conversation_create(title=title)
-    for start in range(0, messages, 500):
-        with transaction.atomic():
-            for index in range(start, min(start + 500, messages)):
-                role, blocks = turn(index, rng, png)
-                services.message_append(conversation=conversation, role=role, blocks=blocks)
-    conversation.refresh_from_db()
-    return conversation
-
-
-def operator_session() -> str:
-    """A signed-in operator's session id (with conversations.view_conversation)."""
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Permission
-    from django.test import Client
-
-    user = get_user_model().objects.create_user(username=f"bench-{os.getpid()}")
-    user.user_permissions.add(Permission.objects.get(codename="view_conversation"))
-    client = Client()
-    client.force_login(user)
-    return str(client.cookies["sessionid"].value)
 
 
 # --- the measurements ------------------------------------------------------------------
@@ -423,9 +202,8 @@ def bench_browser(results: Results, server: Daphne, session: str, big: Any, smal
                        f"{runs[0]['transfer'] / 1024:.1f} KB on the wire")  # fmt: skip
         results.figure(f"a: DOM elements, {size:,} messages", int(runs[0]["nodes"]), "elements",
                        f"{runs[0]['articles']} messages rendered")  # fmt: skip
-    paired = statistics.median(
-        b["load"] / s["load"] for b, s in zip(seen["big"], seen["small"], strict=True)
-    )
+    loads = {name: [run["load"] for run in runs] for name, runs in seen.items()}
+    paired = benchkit.paired_ratio(loads["big"], loads["small"])
     results.target(f"a: load {BIG:,} / load {SMALL}", median("big", "load") /
                    median("small", "load"), LOAD_TARGET, "×",
                    f"(round-by-round median {paired:.2f}×)")  # fmt: skip
@@ -436,44 +214,29 @@ def bench_browser(results: Results, server: Daphne, session: str, big: Any, smal
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--json", type=Path, help="also write the figures here as JSON")
-    args = parser.parse_args(argv)
+    args = benchkit.arguments(__doc__).parse_args(argv)
     began = time.perf_counter()
-    tmp = Path(tempfile.mkdtemp(prefix="replay-bench-dashboard-"))
-    try:
-        env = base_env(tmp, f"sqlite:///{tmp / 'bench.sqlite3'}")
+    with benchkit.scratch("replay-bench-dashboard-") as tmp:
+        env = benchkit.base_env(tmp, f"sqlite:///{tmp / 'bench.sqlite3'}")
         print("DJANGO_DEBUG=0 (as deployed): migrate and collectstatic into a temporary "
               "STATIC_ROOT", flush=True)  # fmt: skip
-        manage(env, "migrate", "--noinput", "-v", "0")
-        manage(env, "collectstatic", "--noinput", "-v", "0")
-        os.environ.pop("REDIS_URL", None)
-        os.environ.update(env)
-        import django
-
-        django.setup()
-        from django.db import connection
-
-        from conversations import services
-
+        benchkit.manage(env, "migrate", "--noinput", "-v", "0")
+        benchkit.manage(env, "collectstatic", "--noinput", "-v", "0")
         print(f"building a {BIG:,}- and a {SMALL}-message conversation …", flush=True)
         start = time.perf_counter()
-        big = build_conversation(f"bench {BIG:,} messages", BIG)
-        small = build_conversation(f"bench {SMALL} messages", SMALL)
-        _, token = services.api_token_create(label="bench")
-        session = operator_session()
+        (big, small), token = benchkit.records(env, turn, BIG, SMALL)
+        session = benchkit.operator_session(f"bench-{os.getpid()}")
         print(f"  built in {time.perf_counter() - start:.1f} s (3 blocks per message)",
               flush=True)  # fmt: skip
-        connection.close()
+        from django.db import connection
 
+        connection.close()
         results = Results()
-        with daphne(env, tmp / "daphne.log") as server:
+        with benchkit.daphne(env, tmp / "daphne.log") as server:
             bench_server(results, server, session, token, big, small)
             connection.close()  # Playwright's loop must not meet an open ORM connection
             bench_browser(results, server, session, big, small)
         return results.finish(began, args.json, debug=False)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -43,17 +42,9 @@ from typing import Any
 
 from websockets.exceptions import WebSocketException
 
-from tests.bench_dashboard import (
-    ROOT,
-    Daphne,
-    Results,
-    base_env,
-    daphne,
-    free_port,
-    manage,
-    stop,
-    wait_for_port,
-)
+from tests import benchkit
+from tests.bench_dashboard import turn
+from tests.benchkit import Daphne, Results, base_env, daphne, manage
 
 POSTS = 30
 SPACING = 0.1  # seconds between the starts of two posts
@@ -75,27 +66,15 @@ def provision(conversations: int) -> None:
     import django
 
     django.setup()
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Permission
-    from django.test import Client
-
     from conversations import services
-    from tests.bench_dashboard import tiny_png, turn
 
-    user = get_user_model().objects.create_user(username=f"bench-live-{os.getpid()}")
-    user.user_permissions.add(Permission.objects.get(codename="view_conversation"))
-    client = Client()
-    client.force_login(user)
+    session = benchkit.operator_session(f"bench-live-{os.getpid()}")
     _, token = services.api_token_create(label="bench-live")
-    ids = []
-    rng, png = random.Random(1), tiny_png()
-    for n in range(conversations):
-        conversation = services.conversation_create(title=f"bench live {n}")
-        for index in range(10):
-            role, blocks = turn(index, rng, png)
-            services.message_append(conversation=conversation, role=role, blocks=blocks)
-        ids.append(str(conversation.id))
-    session = client.cookies["sessionid"].value
+    rng = random.Random(1)  # one sequence across the conversations
+    ids = [
+        str(benchkit.build_conversation(f"bench live {n}", 10, turn, rng).id)
+        for n in range(conversations)
+    ]
     print(json.dumps({"session": session, "token": token, "conversations": ids}))
 
 
@@ -109,7 +88,7 @@ class Accounts:
 def provisioned(env: dict[str, str], conversations: int) -> Accounts:
     done = subprocess.run(
         [sys.executable, "-m", "tests.bench_live", "--provision", str(conversations)],
-        cwd=ROOT, env=env, check=True, capture_output=True, text=True,
+        cwd=benchkit.ROOT, env=env, check=True, capture_output=True, text=True,
     )  # fmt: skip
     data = json.loads(done.stdout.strip().splitlines()[-1])
     return Accounts(data["session"], data["token"], data["conversations"])
@@ -442,7 +421,7 @@ def redis_server(tmp: Path) -> Iterator[str]:
     binary = shutil.which("redis-server")
     if binary is None:
         raise RuntimeError("redis-server is not installed")
-    port = free_port()
+    port = benchkit.free_port()
     log = tmp / "redis.log"
     process = subprocess.Popen(
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp),
@@ -450,10 +429,10 @@ def redis_server(tmp: Path) -> Iterator[str]:
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        wait_for_port(port, process, log, "redis-server")
+        benchkit.wait_for_port(port, process, log, "redis-server")
         yield f"redis://127.0.0.1:{port}/0"
     finally:
-        stop(process)
+        benchkit.stop(process)
 
 
 @contextmanager
@@ -514,8 +493,7 @@ async def run(results: Results, tmp: Path, scenarios: set[int]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--json", type=Path, help="also write the figures here as JSON")
+    parser = benchkit.arguments(__doc__)
     parser.add_argument("--scenarios", default="1,2,3", help="which to run (default 1,2,3)")
     parser.add_argument("--provision", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -531,16 +509,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"open-files limit of this client (and the daphnes it starts): {limit:,}; "
           "DJANGO_DEBUG=0", flush=True)  # fmt: skip
     sys.setswitchinterval(0.001)  # the poster thread notes each 201 without waiting long
-    tmp = Path(tempfile.mkdtemp(prefix="replay-bench-live-"))
     results = Results()
-    try:
+    with benchkit.scratch("replay-bench-live-") as tmp:
         results.figure("machine load average (1 min) at the start", os.getloadavg()[0], "",
                        f"on {os.cpu_count()} cores")  # fmt: skip
         chosen = {int(n) for n in args.scenarios.split(",")}
         asyncio.run(run(results, tmp, chosen))
         results.figure("machine load average (1 min) at the end", os.getloadavg()[0], "")
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return results.finish(began, args.json, posts=POSTS, spacing_ms=SPACING * 1e3)
 
 
