@@ -166,3 +166,31 @@ def daphne(
     server = start_daphne(tmp_path_factory.mktemp("daphne"))
     yield server
     server.stop()
+
+
+PASSWORD = "a long and private passphrase"
+
+
+@pytest.fixture
+def operator(db: None) -> Any:
+    """A user with conversations.view_conversation (not staff, not a superuser)."""
+    from tests.builders import make_user
+
+    return make_user("operator", password=PASSWORD)
+
+
+@pytest.fixture
+def operator_client(operator: Any) -> Client:
+    client = Client()
+    client.force_login(operator)
+    return client
+
+
+@pytest.fixture
+def outsider_client(db: None) -> Client:
+    """Signed in, without the permission."""
+    from tests.builders import make_user
+
+    client = Client()
+    client.force_login(make_user("outsider", operator=False, password=PASSWORD))
+    return client

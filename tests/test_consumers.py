@@ -8,9 +8,7 @@ against the same stack daphne serves.
 from __future__ import annotations
 
 import asyncio
-import base64
 import functools
-import io
 import os
 import re
 import subprocess
@@ -25,14 +23,14 @@ from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import channel_layers, get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 from django.test import Client
-from PIL import Image
 
 from conversations import events, routing, services
 from conversations.models import Conversation, Message
 from conversations.schemas import BLOCK_ADAPTER
 from replaysite.asgi import application
+from tests.builders import make_user, png, text, tool_result, tool_use
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -80,17 +78,6 @@ def plain_static_storage(settings: Any) -> None:
     }
 
 
-def make_user(username: str, *, operator: bool = True) -> User:
-    user = User.objects.create_user(username)  # no password: hashing one is slow
-    if operator:
-        user.user_permissions.add(
-            Permission.objects.get(
-                codename="view_conversation", content_type__app_label="conversations"
-            )
-        )
-    return user
-
-
 def signed_in(user: User) -> Client:
     client = Client()
     client.force_login(user)
@@ -107,28 +94,6 @@ def headers(client: Client | None, origin: bytes = ORIGIN) -> list[tuple[bytes, 
     if client is not None:
         found.append((b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()))
     return found
-
-
-def png(colour: tuple[int, int, int] = (200, 30, 30)) -> dict[str, Any]:
-    buffer = io.BytesIO()
-    Image.new("RGB", (3, 2), colour).save(buffer, format="PNG")
-    return {
-        "type": "image",
-        "media_type": "image/png",
-        "data": base64.b64encode(buffer.getvalue()).decode(),
-    }
-
-
-def text(value: str) -> dict[str, Any]:
-    return {"type": "text", "text": value}
-
-
-def tool_use(call_id: str, name: str = "lookup", **input: Any) -> dict[str, Any]:
-    return {"type": "tool_use", "id": call_id, "name": name, "input": input}
-
-
-def tool_result(call_id: str, content: str = "ok", **extra: Any) -> dict[str, Any]:
-    return {"type": "tool_result", "tool_use_id": call_id, "content": content, **extra}
 
 
 def create(title: str = "Live") -> Conversation:

@@ -12,15 +12,8 @@ from django.test import Client
 from django.utils.html import escape
 
 from conversations.models import Conversation
-from tests.test_views import (
-    Node,
-    conversation_with,
-    make_user,
-    parse,
-    png,
-    tool_result,
-    tool_use,
-)
+from tests.builders import make_user, png, tool_result, tool_use
+from tests.test_views import Node, conversation_with, parse
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=alert(1)>"
@@ -29,18 +22,6 @@ HOSTILE = [SCRIPT, IMG, HTMX]
 ALL = " ".join(HOSTILE)
 TOGGLES = ["vision=1&shape=openai", "vision=0&shape=openai", "vision=1&shape=anthropic",
            "vision=0&shape=anthropic"]  # fmt: skip
-
-
-@pytest.fixture
-def operator(db: None) -> User:
-    return make_user("operator", operator=True)
-
-
-@pytest.fixture
-def operator_client(operator: User) -> Client:
-    client = Client()
-    client.force_login(operator)
-    return client
 
 
 @pytest.fixture

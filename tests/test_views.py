@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -27,8 +27,9 @@ from PIL import Image
 from conversations import replay, selectors, services
 from conversations.models import Conversation
 from conversations.schemas import BLOCK_ADAPTER
+from tests.builders import jpeg, png, text, tool_result, tool_use
+from tests.conftest import PASSWORD
 
-PASSWORD = "a long and private passphrase"
 TOGGLES = [(True, "openai"), (False, "openai"), (True, "anthropic"), (False, "anthropic")]
 
 
@@ -141,62 +142,6 @@ def query_of(url: str) -> dict[str, str]:
 
 
 # -- fixtures --------------------------------------------------------------------------------
-
-
-def make_user(username: str, *, operator: bool) -> User:
-    user = User.objects.create_user(username, password=PASSWORD)
-    if operator:
-        user.user_permissions.add(
-            Permission.objects.get(
-                codename="view_conversation", content_type__app_label="conversations"
-            )
-        )
-    return user
-
-
-@pytest.fixture
-def operator(db: None) -> User:
-    return make_user("operator", operator=True)
-
-
-@pytest.fixture
-def operator_client(operator: User) -> Client:
-    client = Client()
-    client.force_login(operator)
-    return client
-
-
-@pytest.fixture
-def outsider_client(db: None) -> Client:
-    client = Client()
-    client.force_login(make_user("outsider", operator=False))
-    return client
-
-
-def image_b64(fmt: str = "PNG", colour: tuple[int, int, int] = (200, 30, 30)) -> str:
-    buffer = io.BytesIO()
-    Image.new("RGB", (3, 2), colour).save(buffer, format=fmt)
-    return base64.b64encode(buffer.getvalue()).decode()
-
-
-def png(colour: tuple[int, int, int] = (200, 30, 30)) -> dict[str, Any]:
-    return {"type": "image", "media_type": "image/png", "data": image_b64("PNG", colour)}
-
-
-def jpeg() -> dict[str, Any]:
-    return {"type": "image", "media_type": "image/jpeg", "data": image_b64("JPEG")}
-
-
-def text(value: str) -> dict[str, Any]:
-    return {"type": "text", "text": value}
-
-
-def tool_use(call_id: str, name: str = "lookup", **input: Any) -> dict[str, Any]:
-    return {"type": "tool_use", "id": call_id, "name": name, "input": input}
-
-
-def tool_result(call_id: str, content: str = "ok", **extra: Any) -> dict[str, Any]:
-    return {"type": "tool_result", "tool_use_id": call_id, "content": content, **extra}
 
 
 def conversation_with(title: str, *messages: tuple[str, list[dict[str, Any]]]) -> Conversation:
