@@ -23,6 +23,7 @@ run: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy .
+	$(BIN)/lint-imports
 
 # The whole suite on SQLite, then again on PostgreSQL when one is reachable
 # (REPLAY_REQUIRE_SERVICES=1 turns "not reachable" into a failure).

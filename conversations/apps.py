@@ -10,14 +10,14 @@ class ConversationsConfig(AppConfig):
     def ready(self) -> None:
         from django.contrib.auth.signals import user_logged_out
 
-        from conversations import checks  # noqa: F401  (registers the system checks)
+        from conversations.record import checks  # noqa: F401  (registers the system checks)
 
         user_logged_out.connect(close_sockets_on_logout, dispatch_uid="replay-close-sockets")
 
 
 def close_sockets_on_logout(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
     """A user who signs out stops watching: their live sockets are closed."""
-    from conversations import events
+    from conversations.record import events
 
     if user is not None:
         events.close_user_sockets(user.pk)

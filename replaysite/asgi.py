@@ -48,7 +48,7 @@ class BoundedBodyASGIHandler(ASGIHandler):
         return body_file
 
 
-from conversations.routing import websocket_urlpatterns  # noqa: E402
+from conversations.live.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

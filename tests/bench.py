@@ -44,7 +44,7 @@ IMAGE_COLORS = ((200, 30, 30), (30, 200, 30), (30, 30, 200))
 def message_blocks(index: int, rng: random.Random) -> tuple[str, list[Any]]:
     """A realistic agent turn: users ask and return tool results, assistants reason,
     answer and call tools; a few user messages carry a small image. Three blocks each."""
-    from conversations.schemas import ImageIn, ReasoningIn, TextIn, ToolResultIn, ToolUseIn
+    from conversations.record.schemas import ImageIn, ReasoningIn, TextIn, ToolResultIn, ToolUseIn
 
     call = f"call_{index // 2:05d}"
     if index == 0:
@@ -88,7 +88,8 @@ def message_blocks(index: int, rng: random.Random) -> tuple[str, list[Any]]:
 def bench_projection(results: Results, conversation: Any) -> None:
     import orjson
 
-    from conversations import replay, selectors
+    from conversations.core import replay
+    from conversations.record import selectors
 
     print("a) projection of the 30,000-block record vs orjson.dumps of its plain data")
     plain = selectors.record_data(conversation, url="http://127.0.0.1/c/x/")

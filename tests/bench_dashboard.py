@@ -51,7 +51,7 @@ SCREENSHOT = (30, 120, 200)
 def turn(index: int, rng: random.Random) -> tuple[str, list[Any]]:
     """An agent turn of three blocks: assistants reason, answer and call a tool; users
     return the result (now and then an error, or a screenshot) and say something."""
-    from conversations.schemas import ImageIn, ReasoningIn, TextIn, ToolResultIn, ToolUseIn
+    from conversations.record.schemas import ImageIn, ReasoningIn, TextIn, ToolResultIn, ToolUseIn
 
     call = f"call_{index // 2:05d}"
     if index == 0:

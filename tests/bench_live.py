@@ -66,7 +66,7 @@ def provision(conversations: int) -> None:
     import django
 
     django.setup()
-    from conversations import services
+    from conversations.record import services
 
     session = benchkit.operator_session(f"bench-live-{os.getpid()}")
     _, token = services.api_token_create(label="bench-live")

@@ -162,7 +162,7 @@ def png(color: tuple[int, int, int]) -> str:
 
 def system_turn(rng: random.Random, words: list[str] = WORDS) -> tuple[str, list[Any]]:
     """The first message of every bench conversation: a system prompt of three blocks."""
-    from conversations.schemas import TextIn
+    from conversations.record.schemas import TextIn
 
     return "system", [
         TextIn(type="text", text="You are a careful operations agent."),
@@ -178,7 +178,7 @@ def build_conversation(
     messages per transaction; `rng` is seeded with the title unless given."""
     from django.db import transaction
 
-    from conversations import services
+    from conversations.record import services
 
     if rng is None:
         rng = random.Random(title)
@@ -196,7 +196,7 @@ def records(env: dict[str, str], turn: Turn, *sizes: int) -> tuple[list[Any], st
     """Django in this process on `env`'s settings; a conversation of each size built with
     `turn` (titled "bench N messages", so seeded by its size), and an API token."""
     setup_django(env)
-    from conversations import services
+    from conversations.record import services
 
     conversations = [build_conversation(f"bench {n:,} messages", n, turn) for n in sizes]
     _, token = services.api_token_create(label="bench")

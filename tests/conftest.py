@@ -17,7 +17,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
-from conversations import services
+from conversations.record import services
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

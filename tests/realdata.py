@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conversations import replay
+from conversations.core import replay
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
 

@@ -6,7 +6,7 @@ import base64
 
 from hypothesis import strategies as st
 
-from conversations import replay
+from conversations.core import replay
 
 # Any unicode but surrogates (not valid in UTF-8) and NUL (refused at ingest).
 texts = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"))

@@ -16,9 +16,9 @@ from django.contrib.auth.models import Permission
 from django.contrib.messages import get_messages
 from django.test import Client
 
-from conversations import events, services
-from conversations.models import ApiToken, Block, Conversation, Message
-from conversations.schemas import BLOCK_ADAPTER
+from conversations.record import events, services
+from conversations.record.models import ApiToken, Block, Conversation, Message
+from conversations.record.schemas import BLOCK_ADAPTER
 
 pytestmark = pytest.mark.django_db
 

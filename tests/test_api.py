@@ -20,9 +20,10 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from conversations import replay, services
-from conversations.models import Block, Conversation, IdempotentResponse, Message
-from conversations.schemas import BLOCK_ADAPTER
+from conversations.core import replay
+from conversations.record import services
+from conversations.record.models import Block, Conversation, IdempotentResponse, Message
+from conversations.record.schemas import BLOCK_ADAPTER
 from tests.conftest import ApiClient
 
 LIST = "/api/conversations"

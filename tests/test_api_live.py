@@ -13,8 +13,8 @@ import orjson
 import pytest
 from PIL import Image
 
-from conversations import services
-from conversations.models import Block, Conversation, Message
+from conversations.record import services
+from conversations.record.models import Block, Conversation, Message
 from tests.conftest import Server, start_daphne
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]

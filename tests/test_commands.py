@@ -17,8 +17,8 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import Client
 
-from conversations import services
-from conversations.models import ApiToken, Block, Conversation, Message
+from conversations.record import services
+from conversations.record.models import ApiToken, Block, Conversation, Message
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.django_db

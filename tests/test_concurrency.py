@@ -21,9 +21,9 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
-from conversations import selectors, services
-from conversations.models import Block, Conversation, Message
-from conversations.schemas import ReasoningIn, TextIn
+from conversations.record import selectors, services
+from conversations.record.models import Block, Conversation, Message
+from conversations.record.schemas import ReasoningIn, TextIn
 from tests.conftest import ROOT, Server, database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -110,9 +110,10 @@ import sys
 import django
 
 django.setup()
-from conversations import selectors, services
-from conversations.models import Conversation
-from conversations.schemas import ReasoningIn, TextIn
+from conversations.record import selectors
+from conversations.record import services
+from conversations.record.models import Conversation
+from conversations.record.schemas import ReasoningIn, TextIn
 
 conversation_id, worker, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 conversation = Conversation.objects.get(pk=conversation_id)

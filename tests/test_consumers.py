@@ -26,9 +26,10 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
 
-from conversations import events, routing, services
-from conversations.models import Conversation, Message
-from conversations.schemas import BLOCK_ADAPTER
+from conversations.dashboard import sockets as routing
+from conversations.record import events, services
+from conversations.record.models import Conversation, Message
+from conversations.record.schemas import BLOCK_ADAPTER
 from replaysite.asgi import application
 from tests.builders import make_user, png, text, tool_result, tool_use
 
@@ -592,7 +593,7 @@ async def test_list_row_after_a_block_is_the_fresh_row_not_the_one_before_it(
 
 def test_a_render_survives_the_socket_that_asked_for_it_going_away() -> None:
     """The first socket's handler is cancelled mid-render; the others still get the frame."""
-    from conversations.consumers import RenderCache
+    from conversations.live.consumers import RenderCache
 
     cache: RenderCache[str] = RenderCache(ttl=1.0)
     started = asyncio.Event()

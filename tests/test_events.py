@@ -19,9 +19,9 @@ from django.conf import settings as django_settings
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save, pre_save
 
-from conversations import events, services
-from conversations.models import ApiToken, Block, Conversation, IdempotentResponse, Message
-from conversations.schemas import BLOCK_ADAPTER
+from conversations.record import events, services
+from conversations.record.models import ApiToken, Block, Conversation, IdempotentResponse, Message
+from conversations.record.schemas import BLOCK_ADAPTER
 from tests import services as reachable_services
 from tests.conftest import free_port
 
@@ -278,7 +278,7 @@ def post_message(api: Any, conversation: Conversation, value: str) -> tuple[Any,
 
 
 def assert_logged(caplog: pytest.LogCaptureFixture, conversation: Conversation) -> None:
-    records = [r for r in caplog.records if r.name == "conversations.events"]
+    records = [r for r in caplog.records if r.name == "conversations.record.events"]
     assert records, "the failed broadcast was not logged"
     assert any(
         r.levelno >= logging.WARNING
@@ -293,7 +293,7 @@ def test_ingest_answers_201_and_logs_when_redis_refuses(
 ) -> None:
     conversation = services.conversation_create(title="Refused layer")
     use_redis_layer(settings, f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
-    caplog.set_level(logging.WARNING, logger="conversations.events")
+    caplog.set_level(logging.WARNING, logger="conversations.record.events")
 
     response, elapsed = post_message(api, conversation, "kept")
 
@@ -308,7 +308,7 @@ def test_ingest_answers_201_within_the_broadcast_timeout_when_redis_hangs(
 ) -> None:
     conversation = services.conversation_create(title="Hanging layer")
     use_redis_layer(settings, f"redis://127.0.0.1:{silent_server.port}/0")
-    caplog.set_level(logging.WARNING, logger="conversations.events")
+    caplog.set_level(logging.WARNING, logger="conversations.record.events")
 
     response, elapsed = post_message(api, conversation, "kept")
 
@@ -348,7 +348,7 @@ def test_events_cross_a_real_redis_layer(settings: Any) -> None:
 def test_the_embedded_layer_is_channels_in_memory_layer_tidied_once_a_second() -> None:
     from channels.layers import InMemoryChannelLayer
 
-    from conversations.layers import ThrottledInMemoryChannelLayer
+    from conversations.live.layers import ThrottledInMemoryChannelLayer
 
     layer = ThrottledInMemoryChannelLayer(expiry=0)
     assert isinstance(layer, InMemoryChannelLayer)

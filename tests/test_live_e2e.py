@@ -32,8 +32,8 @@ from PIL import Image
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
-from conversations import schemas, services
-from conversations.models import Conversation, Message
+from conversations.record import schemas, services
+from conversations.record.models import Conversation, Message
 from tests.conftest import Server, start_daphne
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]

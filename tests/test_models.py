@@ -8,9 +8,9 @@ import json
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from conversations import selectors, services
-from conversations.models import Block, Conversation, Message
-from conversations.schemas import BLOCK_ADAPTER
+from conversations.record import selectors, services
+from conversations.record.models import Block, Conversation, Message
+from conversations.record.schemas import BLOCK_ADAPTER
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ import json
 import orjson
 import pytest
 
-from conversations import replay
+from conversations.core import replay
 from tests import realdata
 from tests.realdata import ALL_FILES, anthropic_record, load, record_of, stored
 from tests.sdk_types import validate_payload

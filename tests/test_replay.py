@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from conversations import replay
-from conversations.replay import (
+from conversations.core import replay
+from conversations.core.replay import (
     ImageBlock,
     ReasoningBlock,
     StoredMessage,

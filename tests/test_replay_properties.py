@@ -11,7 +11,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conversations import replay
+from conversations.core import replay
 from tests.replay_strategies import json_objects, records
 
 EXAMPLES = settings(max_examples=100, deadline=None)

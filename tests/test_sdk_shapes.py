@@ -6,9 +6,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from pydantic import ValidationError
 
-from conversations import replay
-from conversations.demo import DEMO_PNG, load_demo
-from conversations.selectors import replay_payload
+from conversations.core import replay
+from conversations.record.demo import DEMO_PNG, load_demo
+from conversations.record.selectors import replay_payload
 from tests import sdk_types
 from tests.replay_strategies import records
 from tests.sdk_types import validate_anthropic, validate_openai, validate_payload

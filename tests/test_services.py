@@ -12,9 +12,9 @@ from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
 from django.db import IntegrityError, transaction
 
-from conversations import events, services
-from conversations.models import Block, Conversation, Message
-from conversations.schemas import BLOCK_ADAPTER, ImageIn
+from conversations.record import events, services
+from conversations.record.models import Block, Conversation, Message
+from conversations.record.schemas import BLOCK_ADAPTER, ImageIn
 
 pytestmark = pytest.mark.django_db
 

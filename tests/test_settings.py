@@ -213,7 +213,7 @@ def test_postgres_url_selects_postgresql(tmp_path: Path, scheme: str) -> None:
 def test_without_redis_url_the_channel_layer_is_in_memory(tmp_path: Path) -> None:
     layers = show(tmp_path)["CHANNEL_LAYERS"]
 
-    assert layers["default"]["BACKEND"] == "conversations.layers.ThrottledInMemoryChannelLayer"
+    assert layers["default"]["BACKEND"] == "conversations.live.layers.ThrottledInMemoryChannelLayer"
 
 
 def test_redis_url_switches_to_the_redis_channel_layer(tmp_path: Path) -> None:

@@ -24,9 +24,10 @@ from django.utils import timezone
 from django.utils.html import escape
 from PIL import Image
 
-from conversations import replay, selectors, services
-from conversations.models import Conversation
-from conversations.schemas import BLOCK_ADAPTER
+from conversations.core import replay
+from conversations.record import selectors, services
+from conversations.record.models import Conversation
+from conversations.record.schemas import BLOCK_ADAPTER
 from tests.builders import jpeg, png, text, tool_result, tool_use
 from tests.conftest import PASSWORD
 
@@ -922,7 +923,7 @@ def test_image_view_never_serves_svg(operator_client: Client, rich: Conversation
     from django.db import IntegrityError, transaction
     from pydantic import ValidationError
 
-    from conversations.models import Block
+    from conversations.record.models import Block
 
     svg = base64.b64encode(b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script>'
                            b"</svg>").decode()  # fmt: skip

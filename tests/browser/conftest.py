@@ -28,9 +28,9 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher, make_password
 from django.contrib.auth.models import Permission
 from django.db import connections
 
-from conversations import services
-from conversations.models import Conversation
-from conversations.schemas import BLOCK_ADAPTER
+from conversations.record import services
+from conversations.record.models import Conversation
+from conversations.record.schemas import BLOCK_ADAPTER
 
 CHROMIUM = Path("/usr/bin/chromium")
 VIEWPORT = {"width": 1400, "height": 1000}

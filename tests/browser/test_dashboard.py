@@ -12,9 +12,9 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.sync_api import expect
 
-from conversations import services
-from conversations.demo import load_demo
-from conversations.models import Conversation
+from conversations.record import services
+from conversations.record.demo import load_demo
+from conversations.record.models import Conversation
 from tests.browser.conftest import conversation, make_user, off_loop, sign_in
 from tests.conftest import ROOT
 

@@ -18,9 +18,9 @@ import pytest
 from PIL import Image
 from playwright.sync_api import expect
 
-from conversations import services
-from conversations.models import Conversation, Message
-from conversations.schemas import BLOCK_ADAPTER
+from conversations.record import services
+from conversations.record.models import Conversation, Message
+from conversations.record.schemas import BLOCK_ADAPTER
 from tests.browser.conftest import conversation, off_loop
 from tests.conftest import Server, free_port, start_daphne
 

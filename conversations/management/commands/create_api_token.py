@@ -2,7 +2,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from conversations import services
+from conversations.record import services
 
 
 class Command(BaseCommand):

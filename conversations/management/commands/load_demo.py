@@ -2,8 +2,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from conversations.demo import load_demo
-from conversations.models import Conversation
+from conversations.record.demo import load_demo
+from conversations.record.models import Conversation
 
 
 class Command(BaseCommand):

@@ -6,8 +6,8 @@ from typing import Any
 import orjson
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from conversations import services
-from conversations.demo import DEMO_PNG
+from conversations.record import services
+from conversations.record.demo import DEMO_PNG
 
 STREAMED_ANSWER = [
     "The latency spike on api-7 lines up with the 14:02 deploy.",

@@ -6,78 +6,37 @@ Every consumer (API, dashboard, downloads, admin) renders what `project` returns
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias, TypedDict, assert_never
 
-JSONValue: TypeAlias = "str | int | float | bool | None | list[JSONValue] | dict[str, JSONValue]"
-JSONObject: TypeAlias = dict[str, JSONValue]
+from conversations.core.blocks import (
+    BLOCK_TYPES,
+    IMAGE_MEDIA_TYPES,
+    ROLES,
+    Block,
+    ImageBlock,
+    JSONObject,
+    JSONValue,
+    ReasoningBlock,
+    Role,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    image_marker,
+    tool_input_json,
+)
 
-Role = Literal["system", "user", "assistant"]
+__all__ = [
+    "BLOCK_TYPES", "IMAGE_MEDIA_TYPES", "ROLES", "SHAPES", "Block", "ImageBlock", "JSONObject",
+    "JSONValue", "Payload", "ReasoningBlock", "Role", "Shape", "StoredMessage", "TextBlock",
+    "ToolResultBlock", "ToolUseBlock", "WireMessage", "content", "image_marker", "project",
+    "project_message", "prose", "text_content", "tool_input_json",
+]  # fmt: skip
+
 Shape = Literal["openai", "anthropic"]
-ROLES: tuple[Role, ...] = ("system", "user", "assistant")
 SHAPES: tuple[Shape, ...] = ("openai", "anthropic")
-IMAGE_MEDIA_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 EMPTY_MESSAGE = "[Empty message]"
-
-
-@dataclass(frozen=True, slots=True)
-class TextBlock:
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class ToolUseBlock:
-    """`input_json` is the input object in its canonical text, `tool_input_json(input)`.
-
-    The record stores the input in that form (it keeps key order on every database),
-    so the projection never re-serialises it; build one from an object with `of`.
-    """
-
-    id: str
-    name: str
-    input_json: str
-
-    @classmethod
-    def of(cls, id: str, name: str, input: JSONObject) -> ToolUseBlock:
-        return cls(id=id, name=name, input_json=tool_input_json(input))
-
-    @property
-    def input(self) -> JSONObject:
-        value: JSONObject = json.loads(self.input_json)
-        return value
-
-
-@dataclass(frozen=True, slots=True)
-class ToolResultBlock:
-    tool_use_id: str
-    name: str
-    content: str
-    is_error: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ReasoningBlock:
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class ImageBlock:
-    media_type: str
-    data: str
-
-
-Block: TypeAlias = TextBlock | ToolUseBlock | ToolResultBlock | ReasoningBlock | ImageBlock
-
-# The stored type name of every block class; the system check compares it with the models.
-BLOCK_TYPES: dict[str, type[Block]] = {
-    "text": TextBlock,
-    "tool_use": ToolUseBlock,
-    "tool_result": ToolResultBlock,
-    "reasoning": ReasoningBlock,
-    "image": ImageBlock,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,15 +89,6 @@ class AnthropicPayload(TypedDict, total=False):
 
 
 Payload: TypeAlias = OpenAIPayload | AnthropicPayload
-
-
-def tool_input_json(value: JSONObject) -> str:
-    """The INPUT of `Tool use: NAME(INPUT)`: compact, key order kept, non-ASCII as is."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def image_marker(media_type: str) -> str:
-    return f"[Image ({media_type}): not seen — this model cannot view images]"
 
 
 def prose(block: Block) -> str:

@@ -20,7 +20,9 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from conversations import events, fragments, replay
+from conversations.core import replay
+from conversations.live import fragments
+from conversations.record import events
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -16,8 +16,11 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url
 from django_htmx.middleware import HtmxDetails
 
-from conversations import api, presenters, replay, routing, selectors
-from conversations.models import Conversation
+from conversations.core import replay
+from conversations.core.options import OptionError, ReplayOptions
+from conversations.dashboard import presenters, sockets
+from conversations.record import selectors
+from conversations.record.models import Conversation
 
 View: TypeAlias = Callable[..., HttpResponse]
 
@@ -49,10 +52,10 @@ def _options(view: View) -> View:
     @functools.wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
-            vision, shape = api.replay_options(request)
-        except api.ApiError as exc:
-            return HttpResponseBadRequest(exc.error)
-        return view(request, *args, vision=vision, shape=shape, **kwargs)
+            options = ReplayOptions.from_query(request.GET)
+        except OptionError as exc:
+            return HttpResponseBadRequest(exc.message)
+        return view(request, *args, vision=options.vision, shape=options.shape, **kwargs)
 
     return wrapper
 
@@ -69,7 +72,7 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
         "rows": presenters.conversation_rows(list(page)),
         # Only the first unfiltered page moves with live activity.
         "live": page.number == 1 and not q,
-        "socket_url": routing.list_socket_url(),
+        "socket_url": sockets.list_socket_url(),
     }
     partial = request.htmx and not request.htmx.history_restore_request
     template = "conversations/list.html#results" if partial else "conversations/list.html"
@@ -123,7 +126,10 @@ def replay_download(
 ) -> HttpResponse:
     """The same bytes as GET /api/conversations/ID/replay, for a signed-in operator."""
     conversation = _conversation(conversation_id)
-    response = api.json_response(selectors.replay_payload(conversation, vision=vision, shape=shape))
+    response = HttpResponse(
+        selectors.replay_json(conversation, vision=vision, shape=shape),
+        content_type="application/json",
+    )
     name = f"replay-{conversation.id}-{shape}-vision-{'on' if vision else 'off'}.json"
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
@@ -142,7 +148,3 @@ def block_image(request: HttpRequest, conversation_id: str, seq: int, block: int
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     response["Cache-Control"] = "private, max-age=86400, immutable"
     return response
-
-
-def forbidden(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    return render(request, "403.html", status=403)

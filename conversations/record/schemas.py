@@ -15,7 +15,7 @@ from django.conf import settings
 from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
-from conversations import replay
+from conversations.core import replay
 
 PILLOW_FORMATS = {
     "image/png": "PNG",

@@ -16,8 +16,9 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from conversations import events, replay
-from conversations.models import (
+from conversations.core import replay
+from conversations.record import events
+from conversations.record.models import (
     ApiToken,
     Block,
     BlockType,
@@ -26,7 +27,7 @@ from conversations.models import (
     Message,
     Role,
 )
-from conversations.schemas import (
+from conversations.record.schemas import (
     BlockIn,
     ImageIn,
     ReasoningIn,

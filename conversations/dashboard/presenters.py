@@ -10,25 +10,20 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, assert_never
 from urllib.parse import urlencode
 
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.timesince import timesince
 
-from conversations import replay, routing, selectors
-from conversations.models import Conversation
+from conversations.core import blocks, replay
+from conversations.dashboard import sockets
+from conversations.record import selectors
+from conversations.record.models import Conversation
 
 FOLD_LINES = 12
 FOLD_CHARS = 1500
-BLOCK_LABELS = {
-    "text": "Text",
-    "tool_use": "Tool use",
-    "tool_result": "Tool result",
-    "reasoning": "Reasoning",
-    "image": "Image",
-}
 
 
 def folds(text: str) -> bool:
@@ -93,21 +88,26 @@ def image_url(conversation_id: object, message_seq: int, block_seq: int) -> str:
 
 
 def block_view(conversation_id: object, message_seq: int, row: selectors.BlockRow) -> BlockView:
-    label = BLOCK_LABELS[row.type]
-    if row.type == "tool_use":
-        pretty = json.dumps(json.loads(row.input_json), indent=2, ensure_ascii=False)
-        return BlockView(
-            row.seq, row.type, label, pretty, row.name, row.call_id, folded=folds(pretty)
-        )
-    if row.type == "tool_result":
-        return BlockView(
-            row.seq, row.type, "Error" if row.is_error else label, row.text, row.name,
-            row.call_id, row.is_error, folded=folds(row.text),
-        )  # fmt: skip
-    if row.type == "image":
-        url = image_url(conversation_id, message_seq, row.seq)
-        return BlockView(row.seq, row.type, label, image_url=url, media_type=row.media_type)
-    return BlockView(row.seq, row.type, label, row.text, folded=folds(row.text))
+    value = selectors.block_value(row)
+    kind, label = blocks.kind_of(value), blocks.label(value)
+    match value:
+        case replay.ToolUseBlock():
+            pretty = json.dumps(value.input, indent=2, ensure_ascii=False)
+            return BlockView(
+                row.seq, kind, label, pretty, value.name, value.id, folded=folds(pretty)
+            )
+        case replay.ToolResultBlock():
+            return BlockView(
+                row.seq, kind, label, value.content, value.name, value.tool_use_id,
+                value.is_error, folded=folds(value.content),
+            )  # fmt: skip
+        case replay.ImageBlock():
+            url = image_url(conversation_id, message_seq, row.seq)
+            return BlockView(row.seq, kind, label, image_url=url, media_type=value.media_type)
+        case replay.TextBlock() | replay.ReasoningBlock():
+            return BlockView(row.seq, kind, label, value.text, folded=folds(value.text))
+        case _:
+            assert_never(value)
 
 
 def message_views(
@@ -175,7 +175,7 @@ def conversation_page(
         "total_messages": conversation.message_count,
         "total_blocks": selectors.block_total(conversation),
         "self_url": detail + query(**options),
-        "socket_url": routing.conversation_socket_url(conversation.id, vision=vision, shape=shape),
+        "socket_url": sockets.conversation_socket_url(conversation.id, vision=vision, shape=shape),
         "download_url": reverse("replay-download", args=[str(conversation.id)]) + query(**options),
         "earlier_url": (
             reverse("earlier-messages", args=[str(conversation.id)])

@@ -6,8 +6,8 @@ from typing import Any
 
 from django.core.checks import CheckMessage, Error, register
 
-from conversations import replay
-from conversations.models import BlockType
+from conversations.core import replay
+from conversations.record.models import BlockType
 
 # One instance of every block class, to prove that `replay.prose` answers for it.
 SAMPLES: dict[str, replay.Block] = {
@@ -30,7 +30,7 @@ def every_block_type_has_prose(
         if cls is None or sample is None or type(sample) is not cls:
             errors.append(
                 Error(
-                    f"Block type {kind!r} has no value class in conversations.replay.",
+                    f"Block type {kind!r} has no value class in conversations.core.replay.",
                     hint="Add a frozen dataclass for it to replay.Block and BLOCK_TYPES.",
                     id="conversations.E001",
                 )
@@ -47,7 +47,7 @@ def every_block_type_has_prose(
             errors.append(
                 Error(
                     f"Block type {kind!r} has no prose form in replay.prose ({reason}).",
-                    hint="Add a case for it to the match in conversations.replay.prose.",
+                    hint="Add a case for it to the match in conversations.core.replay.prose.",
                     id="conversations.E002",
                 )
             )

@@ -7,7 +7,9 @@ from typing import NamedTuple
 
 from django.template.loader import render_to_string
 
-from conversations import presenters, replay, selectors
+from conversations.core import replay
+from conversations.dashboard import presenters
+from conversations.record import selectors
 
 
 def conversation_exists(conversation_id: str) -> bool:

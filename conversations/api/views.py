@@ -16,13 +16,13 @@ from django.core.paginator import EmptyPage, PageNotAnInteger, Paginator
 from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
-from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import BaseModel, ValidationError
 
-from conversations import replay, selectors, services
-from conversations.models import ApiToken, Conversation, IdempotentResponse
-from conversations.schemas import (
+from conversations.core.options import OptionError, ReplayOptions
+from conversations.record import selectors, services
+from conversations.record.models import ApiToken, Conversation, IdempotentResponse
+from conversations.record.schemas import (
     BLOCK_ADAPTER,
     ConversationIn,
     MessageIn,
@@ -198,24 +198,12 @@ def _url(request: HttpRequest, conversation: Conversation, fragment: str = "") -
     return request.build_absolute_uri(conversation.get_absolute_url()) + fragment
 
 
-def _flag(request: HttpRequest, name: str, default: bool) -> bool:
-    value = request.GET.get(name)
-    if value is None:
-        return default
-    if value.lower() in {"1", "true"}:
-        return True
-    if value.lower() in {"0", "false"}:
-        return False
-    raise ApiError(400, f"{name} must be 1, 0, true or false, not {value!r}.")
-
-
-def replay_options(request: HttpRequest) -> tuple[bool, replay.Shape]:
+def replay_options(request: HttpRequest) -> ReplayOptions:
     """`?vision=` and `?shape=` as SPEC §3 defines them (defaults: vision on, openai)."""
-    vision = _flag(request, "vision", True)
-    shape = request.GET.get("shape", "openai")
-    if shape not in replay.SHAPES:
-        raise ApiError(400, f"shape must be one of {', '.join(replay.SHAPES)}, not {shape!r}.")
-    return vision, shape
+    try:
+        return ReplayOptions.from_query(request.GET)
+    except OptionError as exc:
+        raise ApiError(400, exc.message, field=exc.field) from None
 
 
 def _page_number(request: HttpRequest, name: str, default: int, maximum: int | None) -> int:
@@ -307,17 +295,6 @@ def blocks(request: HttpRequest, conversation_id: str, seq: int) -> HttpResponse
 @api("GET")
 def replay_payload(request: HttpRequest, conversation_id: str) -> HttpResponse:
     found = _conversation(conversation_id)
-    vision, shape = replay_options(request)
-    return json_response(selectors.replay_payload(found, vision=vision, shape=shape))
-
-
-def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
-    if request.path.startswith("/api/"):
-        return error_response(404, f"No API endpoint at {request.path}.")
-    return defaults.page_not_found(request, exception)
-
-
-def server_error(request: HttpRequest) -> HttpResponse:
-    if request.path.startswith("/api/"):
-        return error_response(500, "Replay failed to answer this request; the error was logged.")
-    return defaults.server_error(request)
+    options = replay_options(request)
+    body = selectors.replay_json(found, vision=options.vision, shape=options.shape)
+    return HttpResponse(body, content_type="application/json")

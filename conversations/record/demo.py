@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from conversations import services
-from conversations.models import Conversation
-from conversations.schemas import BLOCK_ADAPTER
+from conversations.record import services
+from conversations.record.models import Conversation
+from conversations.record.schemas import BLOCK_ADAPTER
 
 # A 96×64 PNG drawn for the demo: a chart-like thumbnail a user might paste.
 DEMO_PNG = (

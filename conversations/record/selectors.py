@@ -9,13 +9,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, assert_never, cast
 
 import orjson
 from django.db.models import Exists, F, OuterRef, Q, QuerySet, Sum
 
-from conversations import replay
-from conversations.models import Block, Conversation, Message
+from conversations.core import replay
+from conversations.core.blocks import BlockKind, kind_of
+from conversations.record.models import Block, Conversation, Message
 
 BLOCK_COLUMNS = (
     "message_id", "seq", "type", "text", "call_id", "name", "input_json", "is_error",
@@ -95,46 +96,48 @@ def stored_messages(rows: Iterable[MessageRow]) -> list[replay.StoredMessage]:
     ]
 
 
-def block_value(row: BlockRow) -> replay.Block:
-    kind = row.type
-    if kind == "text":
-        return replay.TextBlock(row.text)
-    if kind == "tool_use":
-        return replay.ToolUseBlock(row.call_id, row.name, row.input_json)
-    if kind == "tool_result":
-        return replay.ToolResultBlock(row.call_id, row.name, row.text, row.is_error)
-    if kind == "reasoning":
-        return replay.ReasoningBlock(row.text)
-    if kind == "image":
-        return replay.ImageBlock(row.media_type, row.data)
-    raise ValueError(f"block type {kind!r} has no value")
+def block_value(row: BlockRow | Block) -> replay.Block:
+    """A stored row as its value; the row's columns are read as its kind defines them."""
+    kind = cast(BlockKind, row.type)
+    match kind:
+        case "text":
+            return replay.TextBlock(row.text)
+        case "tool_use":
+            return replay.ToolUseBlock(row.call_id, row.name, row.input_json)
+        case "tool_result":
+            return replay.ToolResultBlock(row.call_id, row.name, row.text, row.is_error)
+        case "reasoning":
+            return replay.ReasoningBlock(row.text)
+        case "image":
+            return replay.ImageBlock(row.media_type, row.data)
+        case _:
+            assert_never(kind)
 
 
 def block_data(row: BlockRow | Block) -> dict[str, Any]:
-    """A block as the API shows it: its seq and the fields it was stored with."""
-    kind = row.type
-    if kind in ("text", "reasoning"):
-        return {"seq": row.seq, "type": kind, "text": row.text}
-    if kind == "tool_use":
-        return {
-            "seq": row.seq,
-            "type": kind,
-            "id": row.call_id,
-            "name": row.name,
-            "input": orjson.Fragment(row.input_json),
-        }
-    if kind == "tool_result":
-        return {
-            "seq": row.seq,
-            "type": kind,
-            "tool_use_id": row.call_id,
-            "name": row.name,
-            "content": row.text,
-            "is_error": row.is_error,
-        }
-    if kind == "image":
-        return {"seq": row.seq, "type": kind, "media_type": row.media_type, "data": row.data}
-    raise ValueError(f"block type {kind!r} has no data")
+    """A block as the API shows it: its seq, its type and the fields it was stored with."""
+    value = block_value(row)
+    head: dict[str, Any] = {"seq": row.seq, "type": kind_of(value)}
+    match value:
+        case replay.TextBlock() | replay.ReasoningBlock():
+            return head | {"text": value.text}
+        case replay.ToolUseBlock():
+            return head | {
+                "id": value.id,
+                "name": value.name,
+                "input": orjson.Fragment(value.input_json),
+            }
+        case replay.ToolResultBlock():
+            return head | {
+                "tool_use_id": value.tool_use_id,
+                "name": value.name,
+                "content": value.content,
+                "is_error": value.is_error,
+            }
+        case replay.ImageBlock():
+            return head | {"media_type": value.media_type, "data": value.data}
+        case _:
+            assert_never(value)
 
 
 def conversation_data(conversation: Conversation, *, url: str) -> dict[str, Any]:
@@ -170,6 +173,11 @@ def replay_payload(
 ) -> replay.Payload:
     """The projection of the whole conversation: what every consumer serves."""
     return replay.project(stored_messages(message_rows(conversation)), vision=vision, shape=shape)
+
+
+def replay_json(conversation: Conversation, *, vision: bool, shape: replay.Shape) -> bytes:
+    """The projection as bytes: the API's replay and the page's download serve exactly these."""
+    return orjson.dumps(replay_payload(conversation, vision=vision, shape=shape))
 
 
 def block_total(conversation: Conversation) -> int:

@@ -1,0 +1,1 @@
+"""The JSON API (SPEC §3), token-authenticated."""

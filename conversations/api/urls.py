@@ -1,0 +1,23 @@
+from django.urls import path
+
+from conversations.api import views
+
+urlpatterns = [
+    path("api/conversations", views.conversations, name="api-conversations"),
+    path("api/conversations/<str:conversation_id>", views.conversation, name="api-conversation"),
+    path(
+        "api/conversations/<str:conversation_id>/messages",
+        views.messages,
+        name="api-messages",
+    ),
+    path(
+        "api/conversations/<str:conversation_id>/messages/<int:seq>/blocks",
+        views.blocks,
+        name="api-blocks",
+    ),
+    path(
+        "api/conversations/<str:conversation_id>/replay",
+        views.replay_payload,
+        name="api-replay",
+    ),
+]

@@ -1,0 +1,19 @@
+from django.urls import path
+
+from conversations.dashboard import views
+
+urlpatterns = [
+    path("", views.conversation_list, name="conversation-list"),
+    path("c/<str:conversation_id>/", views.conversation_detail, name="conversation"),
+    path(
+        "c/<str:conversation_id>/messages",
+        views.earlier_messages,
+        name="earlier-messages",
+    ),
+    path("c/<str:conversation_id>/replay.json", views.replay_download, name="replay-download"),
+    path(
+        "c/<str:conversation_id>/m/<int:seq>/b/<int:block>/image",
+        views.block_image,
+        name="block-image",
+    ),
+]

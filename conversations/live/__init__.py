@@ -1,0 +1,1 @@
+"""Live updates over WebSockets; only the ASGI routing imports this package."""

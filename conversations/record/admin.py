@@ -1,0 +1,138 @@
+"""Django admin: conversations, messages (blocks inline, projection preview) and API tokens.
+
+The record is append-only: messages and blocks are shown, never edited here; new
+conversations and tokens are made through the services.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html
+
+from conversations.core import replay
+from conversations.record import selectors, services
+from conversations.record.models import ApiToken, Block, Conversation, Message
+
+
+class ReadOnlyMixin:
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # deleting one message would leave a hole in the dense seqs
+
+
+@admin.register(Conversation)
+class ConversationAdmin(admin.ModelAdmin[Conversation]):
+    list_display = ["title", "message_count", "updated_at", "created_at", "dashboard_link"]
+    list_filter = ["updated_at", "created_at"]
+    search_fields = ["title", "=id"]
+    readonly_fields = ["id", "message_count", "created_at", "updated_at", "dashboard_link"]
+    fields = [
+        "id",
+        "title",
+        "metadata",
+        "message_count",
+        "created_at",
+        "updated_at",
+        "dashboard_link",
+    ]
+    date_hierarchy = "updated_at"
+
+    @admin.display(description="Dashboard")
+    def dashboard_link(self, obj: Conversation) -> str:
+        if obj.pk is None:
+            return "—"
+        return format_html('<a href="{}">Open in Replay</a>', obj.get_absolute_url())
+
+    def save_model(self, request: HttpRequest, obj: Conversation, form: Any, change: bool) -> None:
+        if change:
+            services.conversation_update(conversation=obj, title=obj.title, metadata=obj.metadata)
+        else:
+            created = services.conversation_create(title=obj.title, metadata=obj.metadata)
+            obj.pk = created.pk
+            obj.created_at = created.created_at
+            obj.updated_at = created.updated_at
+
+
+class BlockInline(ReadOnlyMixin, admin.TabularInline[Block, Message]):
+    model = Block
+    extra = 0
+    can_delete = False
+    fields = readonly_fields = ("seq", "type", "name", "call_id", "is_error", "summary")
+
+    @admin.display(description="Content")
+    def summary(self, obj: Block) -> str:
+        data = selectors.block_data(obj)
+        data.pop("seq")
+        data.pop("type")
+        if "data" in data:
+            data["data"] = f"{len(obj.data)} base64 characters"
+        text = orjson.dumps(data, option=orjson.OPT_INDENT_2).decode()
+        return format_html('<pre class="replay-block">{}</pre>', text[:4000])
+
+
+@admin.register(Message)
+class MessageAdmin(ReadOnlyMixin, admin.ModelAdmin[Message]):
+    list_display = ["conversation", "seq", "role", "block_count", "created_at"]
+    list_filter = ["role", "created_at"]
+    list_select_related = ["conversation"]
+    search_fields = ["conversation__title", "=conversation__id"]
+    fields = readonly_fields = (
+        "conversation", "seq", "role", "block_count", "created_at", "projection",
+    )  # fmt: skip
+    inlines = [BlockInline]
+
+    @admin.display(description="Projection (what the model receives)")
+    def projection(self, obj: Message) -> str:
+        rows = selectors.message_rows(obj.conversation, start=obj.seq, stop=obj.seq + 1)
+        (stored,) = selectors.stored_messages(rows)
+        previews = []
+        for shape in replay.SHAPES:
+            for vision in (True, False):
+                wire = replay.project_message(stored, vision=vision, shape=shape)
+                text = orjson.dumps(wire, option=orjson.OPT_INDENT_2).decode()
+                previews.append(
+                    format_html(
+                        "<h4>{} · vision {}</h4><pre>{}</pre>",
+                        shape,
+                        "on" if vision else "off",
+                        text[:20000],
+                    )
+                )
+        return format_html("{}" * len(previews), *previews)
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
+    list_display = ["label", "prefix", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["revoked_at"]
+    search_fields = ["label", "prefix"]
+    fields = ["label", "prefix", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
+    actions = ["revoke"]
+
+    def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
+        if change:
+            obj.save(update_fields=["label"])
+            return
+        token, clear = services.api_token_create(label=obj.label)
+        obj.pk = token.pk
+        obj.digest, obj.prefix, obj.created_at = token.digest, token.prefix, token.created_at
+        messages.warning(
+            request, f"Token for {token.label!r}: {clear} — copy it now, it is not shown again."
+        )
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        for token in queryset:
+            services.api_token_revoke(token=token)
+        self.message_user(request, f"Revoked {queryset.count()} token(s).")

@@ -1,0 +1,162 @@
+"""The record: conversations, their messages, and the messages' typed blocks (SPEC §1).
+
+Rows are written only by `conversations.services`; the constraints below hold the
+invariants even against a writer that forgets.
+"""
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+from django.urls import reverse
+
+from conversations.core import replay
+
+
+class Role(models.TextChoices):
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+
+
+class BlockType(models.TextChoices):
+    TEXT = "text"
+    TOOL_USE = "tool_use"
+    TOOL_RESULT = "tool_result"
+    REASONING = "reasoning"
+    IMAGE = "image"
+
+
+class Conversation(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    title = models.CharField(max_length=500)
+    metadata = models.JSONField(default=dict, blank=True)
+    # The number of messages, which is also the next message's seq.
+    message_count = models.PositiveIntegerField(default=0, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True, db_index=True)
+
+    class Meta:
+        ordering = ["-updated_at", "-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(message_count__gte=0), name="conversation_message_count_gte_0"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.title or str(self.id)
+
+    def get_absolute_url(self) -> str:
+        return reverse("conversation", args=[str(self.id)])
+
+
+class Message(models.Model):
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="messages"
+    )
+    seq = models.PositiveIntegerField(editable=False)
+    role = models.CharField(max_length=16, choices=Role.choices)
+    # The number of blocks, which is also the next block's seq.
+    block_count = models.PositiveIntegerField(default=0, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "seq"], name="message_seq_unique"),
+            models.CheckConstraint(condition=Q(seq__gte=0), name="message_seq_gte_0"),
+            models.CheckConstraint(condition=Q(role__in=Role.values), name="message_role_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.role}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("conversation", args=[str(self.conversation_id)]) + f"#m-{self.seq}"
+
+
+class Block(models.Model):
+    """One block; which columns are used depends on `type` (see `selectors.block_value`)."""
+
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="blocks")
+    seq = models.PositiveIntegerField(editable=False)
+    type = models.CharField(max_length=16, choices=BlockType.choices)
+    # text and reasoning: the text; tool_result: the content.
+    text = models.TextField(blank=True, default="")
+    # tool_use: its id; tool_result: tool_use_id.
+    call_id = models.CharField(max_length=255, blank=True, default="", db_index=True)
+    # tool_use and tool_result: the tool's name (resolved at ingest for results).
+    name = models.CharField(max_length=255, blank=True, default="")
+    # tool_use: the input object as canonical JSON text; text keeps key order, jsonb does not.
+    input_json = models.TextField(blank=True, default="")
+    is_error = models.BooleanField(default=False)
+    # image: media type and base64 data.
+    media_type = models.CharField(max_length=32, blank=True, default="")
+    data = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["message", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["message", "seq"], name="block_seq_unique"),
+            models.CheckConstraint(condition=Q(seq__gte=0), name="block_seq_gte_0"),
+            models.CheckConstraint(condition=Q(type__in=BlockType.values), name="block_type_valid"),
+            models.CheckConstraint(
+                condition=~Q(type="image") | Q(media_type__in=replay.IMAGE_MEDIA_TYPES),
+                name="block_image_media_type_valid",
+            ),
+            models.CheckConstraint(
+                condition=~Q(type="tool_use") | ~Q(input_json=""),
+                name="block_tool_use_has_input",
+            ),
+            models.CheckConstraint(
+                condition=~Q(type="tool_result") | ~Q(name=""),
+                name="block_tool_result_has_name",
+            ),
+            models.CheckConstraint(
+                condition=Q(is_error=False) | Q(type="tool_result"),
+                name="block_is_error_only_on_results",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.seq}: {self.type}"
+
+
+class ApiToken(models.Model):
+    """A service credential; only the SHA-256 digest of the token is kept."""
+
+    label = models.CharField(max_length=200)
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    prefix = models.CharField(
+        max_length=12, editable=False, help_text="First characters, to tell tokens apart."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.label} ({self.prefix}…)"
+
+
+class IdempotentResponse(models.Model):
+    """The first answer to a POST carrying an Idempotency-Key, replayed on a repeat."""
+
+    token = models.ForeignKey(ApiToken, on_delete=models.CASCADE)
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64)
+    status = models.PositiveSmallIntegerField()
+    body = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["token", "key"], name="idempotency_key_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} → {self.status}"
