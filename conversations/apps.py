@@ -12,7 +12,10 @@ class ConversationsConfig(AppConfig):
 
         from conversations.record import checks  # noqa: F401  (registers the system checks)
 
+        from django.db.backends.signals import connection_created
+
         user_logged_out.connect(close_sockets_on_logout, dispatch_uid="replay-close-sockets")
+        connection_created.connect(use_sqlite_variable_limit, dispatch_uid="replay-sqlite-limit")
 
 
 def close_sockets_on_logout(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
@@ -21,3 +24,13 @@ def close_sockets_on_logout(sender: Any, request: Any, user: Any, **kwargs: Any)
 
     if user is not None:
         events.close_user_sockets(user.pk)
+
+
+def use_sqlite_variable_limit(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """Django 5.2 assumes SQLite's old limit of 999 parameters a query; ask the library
+    for its real one, so a bulk insert of a long message is one statement, not many."""
+    if connection.vendor == "sqlite":
+        import sqlite3
+
+        limit = connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+        connection.features.max_query_params = limit

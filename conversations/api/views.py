@@ -266,7 +266,7 @@ def messages(request: HttpRequest, conversation_id: str) -> HttpResponse:
     found = _conversation(conversation_id)
     data = validate(MessageIn, parse_json(request))
     message, blocks = services.message_append(
-        conversation=found, role=data.role, blocks=data.blocks
+        conversation=found, role=data.role, blocks=data.blocks, metadata=data.metadata
     )
     body = selectors.message_data(message, blocks)
     body["conversation_id"] = str(found.id)

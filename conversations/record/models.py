@@ -59,10 +59,14 @@ class Message(models.Model):
     role = models.CharField(max_length=16, choices=Role.choices)
     # The number of blocks, which is also the next block's seq.
     block_count = models.PositiveIntegerField(default=0, editable=False)
+    # Provenance (model, usage, stop reason, source ids and timestamps); never replayed.
+    metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["conversation", "seq"]
+        # By the foreign key's column: ordering by "conversation" would join conversations
+        # and sort by their own ordering on every unordered query.
+        ordering = ["conversation_id", "seq"]
         constraints = [
             models.UniqueConstraint(fields=["conversation", "seq"], name="message_seq_unique"),
             models.CheckConstraint(condition=Q(seq__gte=0), name="message_seq_gte_0"),
@@ -94,9 +98,15 @@ class Block(models.Model):
     # image: media type and base64 data.
     media_type = models.CharField(max_length=32, blank=True, default="")
     data = models.TextField(blank=True, default="")
+    # image: pixel size, decoded once at ingest (token estimates need it, not the bytes).
+    width = models.PositiveIntegerField(null=True, blank=True)
+    height = models.PositiveIntegerField(null=True, blank=True)
+    # The source element an imported block came from, where the five kinds cannot hold
+    # all of it (SPEC §1); never replayed.
+    origin = models.JSONField(null=True, blank=True)
 
     class Meta:
-        ordering = ["message", "seq"]
+        ordering = ["message_id", "seq"]
         constraints = [
             models.UniqueConstraint(fields=["message", "seq"], name="block_seq_unique"),
             models.CheckConstraint(condition=Q(seq__gte=0), name="block_seq_gte_0"),

@@ -122,6 +122,20 @@ def check_image(raw: bytes, media_type: str) -> None:
         raise ValueError(f"is not a valid {media_type} image") from None
 
 
+def image_size(data: str, media_type: str) -> tuple[int | None, int | None]:
+    """Width and height of an image block's picture (its header only); None, None when it
+    cannot be read, which validation has already refused for every stored block."""
+    fmt = PILLOW_FORMATS.get(media_type)
+    if fmt is None:
+        return None, None
+    try:
+        with Image.open(io.BytesIO(base64.b64decode(data)), formats=[fmt]) as image:
+            width, height = image.size
+    except (UnidentifiedImageError, OSError, ValueError, binascii.Error):
+        return None, None
+    return width, height
+
+
 BlockIn: TypeAlias = Annotated[
     TextIn | ToolUseIn | ToolResultIn | ReasoningIn | ImageIn, Field(discriminator="type")
 ]
@@ -131,6 +145,9 @@ BLOCK_ADAPTER: TypeAdapter[BlockIn] = TypeAdapter(BlockIn)
 class MessageIn(Strict):
     role: Literal["system", "user", "assistant"]
     blocks: list[BlockIn] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    _metadata = field_validator("metadata")(no_nul)
 
 
 class ConversationIn(Strict):

@@ -42,6 +42,7 @@ class MessageRow(NamedTuple):
     seq: int
     role: str
     created_at: datetime
+    metadata: dict[str, Any]
     blocks: list[BlockRow]
 
 
@@ -77,9 +78,9 @@ def message_rows(
         messages = messages.filter(seq__lt=stop)
         blocks = blocks.filter(message__seq__lt=stop)
     rows: dict[int, MessageRow] = {
-        pk: MessageRow(pk, seq, role, created_at, [])
-        for pk, seq, role, created_at in messages.order_by("seq").values_list(
-            "id", "seq", "role", "created_at"
+        pk: MessageRow(pk, seq, role, created_at, metadata, [])
+        for pk, seq, role, created_at, metadata in messages.order_by("seq").values_list(
+            "id", "seq", "role", "created_at", "metadata"
         )
     }
     for values in blocks.order_by("message_id", "seq").values_list(*BLOCK_COLUMNS):
@@ -156,6 +157,7 @@ def message_data(row: MessageRow | Message, blocks: Iterable[BlockRow | Block]) 
     return {
         "seq": row.seq,
         "role": row.role,
+        "metadata": row.metadata,
         "created_at": row.created_at,
         "blocks": [block_data(block) for block in blocks],
     }

@@ -34,6 +34,7 @@ from conversations.record.schemas import (
     TextIn,
     ToolResultIn,
     ToolUseIn,
+    image_size,
 )
 
 UNKNOWN_TOOL = "unknown"
@@ -70,7 +71,11 @@ def conversation_update(
 
 
 def message_append(
-    *, conversation: Conversation, role: str, blocks: Sequence[BlockIn]
+    *,
+    conversation: Conversation,
+    role: str,
+    blocks: Sequence[BlockIn],
+    metadata: dict[str, Any] | None = None,
 ) -> tuple[Message, list[Block]]:
     """Append a message and its blocks, whole or not at all.
 
@@ -83,7 +88,11 @@ def message_append(
     with transaction.atomic():
         locked = _lock(conversation)
         message = Message.objects.create(
-            conversation=locked, seq=locked.message_count, role=role, block_count=len(blocks)
+            conversation=locked,
+            seq=locked.message_count,
+            role=role,
+            block_count=len(blocks),
+            metadata=metadata or {},
         )
         names = _resolve_names(locked, blocks, up_to_message_seq=message.seq - 1)
         rows = Block.objects.bulk_create(
@@ -218,6 +227,7 @@ def _row(message: Message, seq: int, block: BlockIn, name: str) -> Block:
         case ImageIn(media_type=media_type, data=data):
             row.media_type = media_type
             row.data = data
+            row.width, row.height = image_size(data, media_type)
         case _:
             assert_never(block)
     return row
