@@ -9,10 +9,9 @@ class ConversationsConfig(AppConfig):
 
     def ready(self) -> None:
         from django.contrib.auth.signals import user_logged_out
+        from django.db.backends.signals import connection_created
 
         from conversations.record import checks  # noqa: F401  (registers the system checks)
-
-        from django.db.backends.signals import connection_created
 
         user_logged_out.connect(close_sockets_on_logout, dispatch_uid="replay-close-sockets")
         connection_created.connect(use_sqlite_variable_limit, dispatch_uid="replay-sqlite-limit")

@@ -29,7 +29,7 @@ from django.test import Client
 from conversations.dashboard import sockets as routing
 from conversations.record import events, services
 from conversations.record.models import Conversation, Message
-from conversations.record.schemas import BLOCK_ADAPTER
+from conversations.record.schemas import BLOCK_ADAPTER, MessageIn
 from replaysite.asgi import application
 from tests.builders import make_user, png, text, tool_result, tool_use
 
@@ -612,3 +612,61 @@ def test_a_render_survives_the_socket_that_asked_for_it_going_away() -> None:
         assert first.cancelled()
 
     asyncio.run(body())
+
+
+# -- a batch is one event (SPEC §3) ---------------------------------------------------------
+
+
+def append_batch(conversation_id: Any, messages: list[dict[str, Any]]) -> list[int]:
+    stored = services.messages_append(
+        conversation=Conversation.objects.get(pk=conversation_id),
+        messages=[MessageIn.model_validate(m) for m in messages],
+    )
+    return [message.seq for message, _ in stored]
+
+
+BATCH = [
+    {"role": "assistant", "blocks": [tool_use("c1", "grep", pattern="x")]},
+    {"role": "user", "blocks": [tool_result("c1", "3 matches")]},
+    {"role": "assistant", "blocks": [text("done"), text("really")]},
+    {"role": "user", "blocks": []},
+]
+
+
+@in_loop
+async def test_a_batch_reaches_a_watcher_whole_as_the_page_renders_it(operator: Client) -> None:
+    conversation = await sync_to_async(create)()
+    cid = str(conversation.id)
+    await sync_to_async(append)(cid, "user", [text("before")])
+    async with socket(conversation_path(cid), operator) as ws:
+        assert await sync_to_async(append_batch)(cid, BATCH) == [1, 2, 3, 4]
+        pushed = await frame(ws)
+        # One event, for the last message: the consumer sees the gap and resyncs the rest.
+        assert article_order(pushed) == [1, 2, 3, 4]
+        fresh = await sync_to_async(detail_page)(operator, cid, True, "openai")
+        assert articles(pushed) == {seq: articles(fresh)[seq] for seq in (1, 2, 3, 4)}
+        assert await ws.receive_nothing(QUIET)
+        # What follows is pushed as usual, once.
+        await sync_to_async(append)(cid, "user", [text("after")])
+        assert article_order(await frame(ws)) == [5]
+        assert await ws.receive_nothing(QUIET)
+
+
+@in_loop
+async def test_a_batch_into_an_empty_conversation_reaches_a_watcher(operator: Client) -> None:
+    conversation = await sync_to_async(create)()
+    cid = str(conversation.id)
+    async with socket(conversation_path(cid), operator) as ws:
+        await sync_to_async(append_batch)(cid, BATCH)
+        assert article_order(await frame(ws)) == [0, 1, 2, 3]
+        assert await ws.receive_nothing(QUIET)
+
+
+@in_loop
+async def test_a_batch_moves_the_list_row_once(operator: Client) -> None:
+    conversation = await sync_to_async(create)()
+    cid = str(conversation.id)
+    async with socket(routing.list_socket_url(), operator) as ws:
+        await sync_to_async(append_batch)(cid, BATCH)
+        assert list(rows(await frame(ws))) == [cid]
+        assert await ws.receive_nothing(QUIET)

@@ -244,6 +244,25 @@ def test_message_of_only_an_image_with_vision_is_one_image_part() -> None:
     ]
 
 
+@pytest.mark.parametrize("shape", replay.SHAPES)
+def test_a_blank_run_beside_images_is_left_out(shape: replay.Shape) -> None:
+    # Rule 6: providers reject blank text parts; a run of only whitespace is no part.
+    image = ImageBlock("image/png", PNG)
+    message = StoredMessage(
+        "user",
+        (TextBlock(" \n"), image, TextBlock(""), image, TextBlock("\u3000"), TextBlock("\t")),
+    )
+    part = replay.image_part(image, shape)
+    assert only_content(message, shape=shape) == [part, part]
+    # A run holding any visible text is kept whole, its whitespace blocks included.
+    kept = StoredMessage("user", (TextBlock(" "), TextBlock("look"), image))
+    assert only_content(kept, shape=shape) == [{"type": "text", "text": " \n\nlook"}, part]
+    # Without vision the same message is one string, as before.
+    assert only_content(message, vision=False, shape=shape) == "\n\n".join(
+        [" \n", NOT_SEEN_PNG, "", NOT_SEEN_PNG, "\u3000", "\t"]
+    )
+
+
 def test_vision_changes_only_image_messages() -> None:
     messages = [
         text("system", "sys"),

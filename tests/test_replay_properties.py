@@ -44,6 +44,20 @@ def expected_text(blocks: tuple[replay.Block, ...]) -> str:
     return replay.EMPTY_MESSAGE if joined.strip() == "" else joined
 
 
+def blank(text: str) -> bool:
+    return text == "" or text.isspace()
+
+
+def runs(blocks: tuple[replay.Block, ...]) -> list[tuple[bool, list[replay.Block]]]:
+    """The blocks in runs: (is an image run, its blocks), in order."""
+    return [
+        (is_image, list(run))
+        for is_image, run in itertools.groupby(
+            blocks, key=lambda b: isinstance(b, replay.ImageBlock)
+        )
+    ]
+
+
 @EXAMPLES
 @given(records, visions)
 def test_one_wire_message_per_stored_message_same_roles_same_order(messages, vision) -> None:
@@ -112,10 +126,12 @@ def test_every_block_prose_appears_in_its_message(messages, vision, shape) -> No
                     assert replay.prose(block) in content
             continue
         texts = "\n\n".join(p["text"] for p in content if p["type"] == "text")
-        for block in stored.blocks:
-            if isinstance(block, replay.ImageBlock):
-                continue
-            assert replay.prose(block) in texts
+        for is_image, run in runs(stored.blocks):
+            joined = "\n\n".join(map(replay.prose, run))
+            if is_image or blank(joined):
+                continue  # images are parts; a blank run is left out (rule 6)
+            for block in run:
+                assert replay.prose(block) in texts
 
 
 @EXAMPLES
@@ -128,13 +144,12 @@ def test_vision_on_splits_images_from_runs_of_prose(messages, shape) -> None:
             assert isinstance(wire["content"], str)
             continue
         expected: list[Any] = []
-        for is_image, run in itertools.groupby(
-            stored.blocks, key=lambda b: isinstance(b, replay.ImageBlock)
-        ):
+        for is_image, run in runs(stored.blocks):
+            joined = "\n\n".join(map(replay.prose, run))
             if is_image:
                 expected.extend(replay.image_part(b, shape) for b in run)
-            else:
-                expected.append({"type": "text", "text": "\n\n".join(map(replay.prose, run))})
+            elif not blank(joined):
+                expected.append({"type": "text", "text": joined})
         assert wire["content"] == expected
         image_parts = [p for p in wire["content"] if p["type"] != "text"]
         for block, part in zip(images, image_parts, strict=True):
@@ -146,6 +161,23 @@ def test_vision_on_splits_images_from_runs_of_prose(messages, shape) -> None:
                     "media_type": block.media_type,
                     "data": block.data,
                 }
+
+
+@EXAMPLES
+@given(records, shapes)
+def test_no_text_part_is_ever_blank_and_no_content_is_blank(messages, shape) -> None:
+    for vision in (True, False):
+        payload = replay.project(messages, vision=vision, shape=shape)
+        for message in payload["messages"]:
+            content = message["content"]
+            if isinstance(content, str):
+                assert not blank(content)  # rule 7: `[Empty message]` instead
+                continue
+            assert any(p["type"] != "text" for p in content)  # a list only with images
+            for part in content:
+                if part["type"] == "text":
+                    assert not blank(part["text"]), content
+        assert not blank(payload.get("system", "x"))
 
 
 @EXAMPLES

@@ -11,6 +11,11 @@ urlpatterns = [
         name="api-messages",
     ),
     path(
+        "api/conversations/<str:conversation_id>/messages/batch",
+        views.messages_batch,
+        name="api-messages-batch",
+    ),
+    path(
         "api/conversations/<str:conversation_id>/messages/<int:seq>/blocks",
         views.blocks,
         name="api-blocks",

@@ -25,6 +25,7 @@ from conversations.record.models import ApiToken, Conversation, IdempotentRespon
 from conversations.record.schemas import (
     BLOCK_ADAPTER,
     ConversationIn,
+    MessageBatchIn,
     MessageIn,
     error_list,
     error_sentence,
@@ -272,6 +273,23 @@ def messages(request: HttpRequest, conversation_id: str) -> HttpResponse:
     body["conversation_id"] = str(found.id)
     body["url"] = _url(request, found, f"#m-{message.seq}")
     return json_response(body, 201)
+
+
+@api("POST")
+def messages_batch(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    """Many messages at once, all or nothing, announced by one live event."""
+    found = _conversation(conversation_id)
+    data = validate(MessageBatchIn, parse_json(request))
+    stored = services.messages_append(conversation=found, messages=data.messages)
+    first, last = stored[0][0].seq, stored[-1][0].seq
+    return json_response(
+        {
+            "seqs": [first, last],
+            "conversation_id": str(found.id),
+            "url": _url(request, found, f"#m-{first}"),
+        },
+        201,
+    )
 
 
 @api("POST")

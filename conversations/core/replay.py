@@ -135,20 +135,27 @@ def _content(message: StoredMessage, vision: bool, shape: Shape) -> Content:
 
 
 def _parts(blocks: tuple[Block, ...], shape: Shape) -> list[TextPart | ImagePart]:
-    """Vision on, images present: runs of non-image blocks as text parts, images as parts."""
+    """Vision on, images present: runs of non-image blocks as text parts, images as parts.
+
+    A run whose text is empty or whitespace is left out: providers reject blank text parts.
+    """
     parts: list[TextPart | ImagePart] = []
     run: list[str] = []
     for block in blocks:
         if isinstance(block, ImageBlock):
-            if run:
-                parts.append({"type": "text", "text": "\n\n".join(run)})
-                run = []
+            _flush(run, parts)
+            run = []
             parts.append(image_part(block, shape))
         else:
             run.append(prose(block))
-    if run:
-        parts.append({"type": "text", "text": "\n\n".join(run)})
+    _flush(run, parts)
     return parts
+
+
+def _flush(run: list[str], parts: list[TextPart | ImagePart]) -> None:
+    text = "\n\n".join(run)
+    if text and not text.isspace():
+        parts.append({"type": "text", "text": text})
 
 
 def text_content(message: StoredMessage) -> str:

@@ -4,38 +4,37 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('conversations', '0001_initial'),
+        ("conversations", "0001_initial"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='block',
-            options={'ordering': ['message_id', 'seq']},
+            name="block",
+            options={"ordering": ["message_id", "seq"]},
         ),
         migrations.AlterModelOptions(
-            name='message',
-            options={'ordering': ['conversation_id', 'seq']},
+            name="message",
+            options={"ordering": ["conversation_id", "seq"]},
         ),
         migrations.AddField(
-            model_name='block',
-            name='height',
+            model_name="block",
+            name="height",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='block',
-            name='origin',
+            model_name="block",
+            name="origin",
             field=models.JSONField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='block',
-            name='width',
+            model_name="block",
+            name="width",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='message',
-            name='metadata',
+            model_name="message",
+            name="metadata",
             field=models.JSONField(blank=True, default=dict),
         ),
     ]

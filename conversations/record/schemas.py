@@ -46,14 +46,23 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-class TextIn(Strict):
+class BlockBase(Strict):
+    """What every block may carry besides its kind's fields."""
+
+    # The source element an imported block came from (SPEC §1); stored, never replayed.
+    origin: dict[str, Any] | None = None
+
+    _origin = field_validator("origin")(no_nul)
+
+
+class TextIn(BlockBase):
     type: Literal["text"]
     text: str
 
     _text = field_validator("text")(no_nul)
 
 
-class ToolUseIn(Strict):
+class ToolUseIn(BlockBase):
     type: Literal["tool_use"]
     id: Name
     name: Name
@@ -62,7 +71,7 @@ class ToolUseIn(Strict):
     _names = field_validator("id", "name")(no_nul)
 
 
-class ToolResultIn(Strict):
+class ToolResultIn(BlockBase):
     type: Literal["tool_result"]
     tool_use_id: Name
     name: Name | None = None
@@ -72,14 +81,14 @@ class ToolResultIn(Strict):
     _strings = field_validator("tool_use_id", "name", "content")(no_nul)
 
 
-class ReasoningIn(Strict):
+class ReasoningIn(BlockBase):
     type: Literal["reasoning"]
     text: str
 
     _text = field_validator("text")(no_nul)
 
 
-class ImageIn(Strict):
+class ImageIn(BlockBase):
     type: Literal["image"]
     media_type: Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
     data: str
@@ -148,6 +157,13 @@ class MessageIn(Strict):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     _metadata = field_validator("metadata")(no_nul)
+
+
+MAX_BATCH_MESSAGES = 10_000
+
+
+class MessageBatchIn(Strict):
+    messages: Annotated[list[MessageIn], Field(min_length=1, max_length=MAX_BATCH_MESSAGES)]
 
 
 class ConversationIn(Strict):

@@ -20,7 +20,7 @@ from conversations.record.models import Block, Conversation, Message
 
 BLOCK_COLUMNS = (
     "message_id", "seq", "type", "text", "call_id", "name", "input_json", "is_error",
-    "media_type", "data",
+    "media_type", "data", "origin",
 )  # fmt: skip
 
 
@@ -35,6 +35,7 @@ class BlockRow(NamedTuple):
     is_error: bool
     media_type: str
     data: str
+    origin: Any
 
 
 class MessageRow(NamedTuple):
@@ -116,7 +117,15 @@ def block_value(row: BlockRow | Block) -> replay.Block:
 
 
 def block_data(row: BlockRow | Block) -> dict[str, Any]:
-    """A block as the API shows it: its seq, its type and the fields it was stored with."""
+    """A block as the API shows it: its seq, its type and the fields it was stored with
+    (its `origin` only when it has one)."""
+    data = _block_fields(row)
+    if row.origin is not None:
+        data["origin"] = row.origin
+    return data
+
+
+def _block_fields(row: BlockRow | Block) -> dict[str, Any]:
     value = block_value(row)
     head: dict[str, Any] = {"seq": row.seq, "type": kind_of(value)}
     match value:

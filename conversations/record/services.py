@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from typing import Any, assert_never
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -30,6 +30,7 @@ from conversations.record.models import (
 from conversations.record.schemas import (
     BlockIn,
     ImageIn,
+    MessageIn,
     ReasoningIn,
     TextIn,
     ToolResultIn,
@@ -77,38 +78,93 @@ def message_append(
     blocks: Sequence[BlockIn],
     metadata: dict[str, Any] | None = None,
 ) -> tuple[Message, list[Block]]:
-    """Append a message and its blocks, whole or not at all.
+    """Append a message and its blocks, whole or not at all: `messages_append` of one.
 
-    The conversation row is locked, so `seq` stays dense under concurrent writers.
     Broadcasts conversation.message_added on commit.
     """
     if role not in Role.values:
         raise IngestError("role", f"{role!r} is not one of {', '.join(Role.values)}")
     _check_images(role, blocks, "blocks")
+    [(message, rows)] = _append(conversation, [(role, blocks, metadata or {})])
+    return message, rows
+
+
+def messages_append(
+    *, conversation: Conversation, messages: Sequence[MessageIn]
+) -> list[tuple[Message, list[Block]]]:
+    """Append many messages with their blocks in one transaction, whole or not at all.
+
+    Bulk inserts (statements bounded by the database's parameter limit, not one per row);
+    tool_result names resolve across the batch as they would one message at a time.
+    Broadcasts ONE conversation.message_added, for the last message, on commit.
+    """
+    if not messages:
+        raise IngestError("messages", "must hold at least one message")
+    for index, message in enumerate(messages):
+        _check_images(message.role, message.blocks, f"messages[{index}].blocks")
+    return _append(conversation, [(m.role, m.blocks, m.metadata) for m in messages])
+
+
+def _append(
+    conversation: Conversation,
+    messages: Sequence[tuple[str, Sequence[BlockIn], dict[str, Any]]],
+) -> list[tuple[Message, list[Block]]]:
+    """The one append path: lock, insert messages then blocks in bulk, count, announce.
+
+    The conversation row is locked, so `seq` stays dense under concurrent writers.
+    """
     with transaction.atomic():
         locked = _lock(conversation)
-        message = Message.objects.create(
-            conversation=locked,
-            seq=locked.message_count,
-            role=role,
-            block_count=len(blocks),
-            metadata=metadata or {},
+        first = locked.message_count
+        names = _resolve_names(
+            locked,
+            [block for _, blocks, _ in messages for block in blocks],
+            up_to_message_seq=first - 1,
         )
-        names = _resolve_names(locked, blocks, up_to_message_seq=message.seq - 1)
-        rows = Block.objects.bulk_create(
-            [_row(message, seq, block, names[seq]) for seq, block in enumerate(blocks)]
+        stored = Message.objects.bulk_create(
+            [
+                Message(
+                    conversation=locked,
+                    seq=first + index,
+                    role=role,
+                    block_count=len(blocks),
+                    metadata=metadata,
+                )
+                for index, (role, blocks, metadata) in enumerate(messages)
+            ]
         )
-        _touch(locked, message_count=F("message_count") + 1)
-        conversation.message_count = locked.message_count + 1
+        _ensure_pks(locked, stored)
+        rows: list[list[Block]] = []
+        next_name = iter(names)
+        for message, (_, blocks, _) in zip(stored, messages, strict=True):
+            rows.append(
+                [_row(message, seq, block, next(next_name)) for seq, block in enumerate(blocks)]
+            )
+        Block.objects.bulk_create([row for message_rows in rows for row in message_rows])
+        _touch(locked, message_count=F("message_count") + len(stored))
+        conversation.message_count = first + len(stored)
+        last = stored[-1]
         events.publish_on_commit(
             {
                 "type": "conversation.message_added",
                 "conversation_id": str(locked.id),
-                "message_seq": message.seq,
-                "block_count": len(rows),
+                "message_seq": last.seq,
+                "block_count": last.block_count,
             }
         )
-    return message, rows
+    return list(zip(stored, rows, strict=True))
+
+
+def _ensure_pks(conversation: Conversation, messages: list[Message]) -> None:
+    # SQLite ≥ 3.35 and PostgreSQL return the new ids from the insert; elsewhere ask.
+    if messages and messages[0].pk is None:
+        ids = dict(
+            Message.objects.filter(conversation=conversation, seq__gte=messages[0].seq).values_list(
+                "seq", "id"
+            )
+        )
+        for message in messages:
+            message.pk = ids[message.seq]
 
 
 def block_append(*, message: Message, block: BlockIn) -> Block:
@@ -173,11 +229,12 @@ def _touch(conversation: Conversation, **changes: Any) -> None:
 
 
 def _check_images(role: str, blocks: Iterable[BlockIn], field: str) -> None:
+    """Images only in user messages; `field` is the blocks' list (`…blocks`) or `block`."""
     if role == Role.USER:
         return
     for index, block in enumerate(blocks):
         if isinstance(block, ImageIn):
-            where = f"{field}[{index}]" if field == "blocks" else field
+            where = field if field == "block" else f"{field}[{index}]"
             raise IngestError(where, f"images may only be in user messages, not {role}")
 
 
@@ -186,20 +243,34 @@ def _resolve_names(
 ) -> list[str]:
     """The stored name of each block's tool: a result without one takes the name of the
     latest earlier tool_use with its id in the conversation, else `unknown`."""
-    wanted = {b.tool_use_id for b in blocks if isinstance(b, ToolResultIn) and b.name is None}
+    wanted: set[str] = set()
+    called: set[str] = set()  # ids a tool_use earlier in `blocks` already names
+    for block in blocks:
+        if isinstance(block, ToolUseIn):
+            called.add(block.id)
+        elif (
+            isinstance(block, ToolResultIn)
+            and block.name is None
+            and block.tool_use_id not in called
+        ):
+            wanted.add(block.tool_use_id)
     known: dict[str, str] = {}
-    if wanted:
+    ordered = sorted(wanted)
+    # One query unless the ids outgrow the database's parameter limit (SQLite's real one).
+    limit = connection.features.max_query_params
+    chunk = max(1, limit - 10) if limit else max(1, len(ordered))
+    for start in range(0, len(ordered), chunk):
         earlier = (
             Block.objects.filter(
                 message__conversation=conversation,
                 message__seq__lte=up_to_message_seq,
                 type=BlockType.TOOL_USE,
-                call_id__in=wanted,
+                call_id__in=ordered[start : start + chunk],
             )
             .order_by("message__seq", "seq")
             .values_list("call_id", "name")
         )
-        known = dict(earlier)  # later rows overwrite earlier ones: the latest wins
+        known.update(earlier)  # later rows overwrite earlier ones: the latest wins
     names: list[str] = []
     for block in blocks:
         if isinstance(block, ToolUseIn):
@@ -213,7 +284,7 @@ def _resolve_names(
 
 
 def _row(message: Message, seq: int, block: BlockIn, name: str) -> Block:
-    row = Block(message=message, seq=seq, type=block.type, name=name)
+    row = Block(message=message, seq=seq, type=block.type, name=name, origin=block.origin)
     match block:
         case TextIn(text=text) | ReasoningIn(text=text):
             row.text = text

@@ -1,0 +1,158 @@
+"""services.messages_append: many messages in one transaction, bulk inserts, one event."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import IntegrityError, connection
+from django.test.utils import CaptureQueriesContext
+
+from conversations.record import services
+from conversations.record.models import Block, Conversation, Message
+from conversations.record.schemas import ImageIn, MessageIn
+from tests.builders import png, text, tool_result, tool_use
+from tests.test_services import listen, state, stored_names
+
+pytestmark = pytest.mark.django_db
+
+
+def message(role: str = "user", *blocks: dict[str, Any], **metadata: Any) -> MessageIn:
+    return MessageIn.model_validate({"role": role, "blocks": list(blocks), "metadata": metadata})
+
+
+@pytest.fixture
+def conversation() -> Conversation:
+    return services.conversation_create(title="Batch")
+
+
+def test_a_batch_gets_dense_seqs_after_what_is_stored(conversation):
+    services.message_append(conversation=conversation, role="system", blocks=[])
+    stored = services.messages_append(
+        conversation=conversation,
+        messages=[message("user", text("a"), text("b")), message("assistant"), message()],
+    )
+    assert [m.seq for m, _ in stored] == [1, 2, 3]
+    assert [[b.seq for b in rows] for _, rows in stored] == [[0, 1], [], []]
+    rows = Message.objects.filter(conversation=conversation).order_by("seq")
+    assert list(rows.values_list("seq", "role", "block_count")) == [
+        (0, "system", 0), (1, "user", 2), (2, "assistant", 0), (3, "user", 0),
+    ]  # fmt: skip
+    conversation.refresh_from_db()
+    assert conversation.message_count == 4
+    following, _ = services.message_append(conversation=conversation, role="user", blocks=[])
+    assert following.seq == 4
+
+
+def test_metadata_and_origin_are_stored(conversation):
+    block = text("x") | {"origin": {"type": "document", "title": "spec.pdf"}}
+    services.messages_append(
+        conversation=conversation, messages=[message("user", block, model="m-1", usage={"in": 3})]
+    )
+    stored = Message.objects.get(conversation=conversation)
+    assert stored.metadata == {"model": "m-1", "usage": {"in": 3}}
+    assert Block.objects.get(message=stored).origin == {"type": "document", "title": "spec.pdf"}
+
+
+def test_names_resolve_across_the_batch_and_earlier_messages(conversation):
+    services.message_append(
+        conversation=conversation, role="assistant", blocks=[
+            services_block(tool_use("c1", "stored_tool")),
+            services_block(tool_use("c2", "old_name")),
+        ],
+    )  # fmt: skip
+    services.messages_append(
+        conversation=conversation,
+        messages=[
+            message("user", tool_result("c1"), tool_result("c2")),
+            message("assistant", tool_use("c2", "new_name"), tool_result("c3")),
+            message("user", tool_result("c2"), tool_result("c3"), tool_result("c9")),
+            message("assistant", tool_use("c3", "late")),
+        ],
+    )
+    assert stored_names(conversation)[1:] == [
+        ["stored_tool", "old_name"],
+        ["new_name", "unknown"],  # a call later in the batch is not used
+        ["new_name", "unknown", "unknown"],
+        ["late"],
+    ]
+
+
+def test_a_batch_names_as_the_same_messages_one_at_a_time_would(conversation):
+    other = services.conversation_create(title="One by one")
+    history = [
+        message("assistant", tool_use("a", "one"), tool_result("a"), tool_use("a", "two")),
+        message("user", tool_result("a"), tool_result("b")),
+        message("assistant", tool_use("b", "three"), tool_result("b", name="explicit")),
+        message("user", tool_result("b"), tool_result("a")),
+    ]
+    services.messages_append(conversation=conversation, messages=history)
+    for item in history:
+        services.message_append(conversation=other, role=item.role, blocks=item.blocks)
+    assert stored_names(conversation) == stored_names(other)
+
+
+def test_many_messages_take_a_bounded_number_of_queries(conversation):
+    services.message_append(conversation=conversation, role="user", blocks=[])
+
+    def queries(count: int) -> int:
+        batch = [message("user", text(f"m{i}"), tool_result(f"x{i}")) for i in range(count)]
+        with CaptureQueriesContext(connection) as captured:
+            services.messages_append(conversation=conversation, messages=batch)
+        return len(captured)
+
+    assert queries(3) == queries(2000) == 7
+
+
+def test_an_image_outside_a_user_message_names_its_path_and_stores_nothing(conversation):
+    before = state()
+    with pytest.raises(services.IngestError) as caught:
+        services.messages_append(
+            conversation=conversation,
+            messages=[message("user", png()), message("assistant", text("x"), png())],
+        )
+    assert caught.value.field == "messages[1].blocks[1]"
+    assert state() == before
+
+
+def test_a_database_failure_midway_stores_nothing(conversation):
+    services.message_append(conversation=conversation, role="user", blocks=[])
+    bad = ImageIn.model_construct(type="image", media_type="image/bmp", data="Qk0=", origin=None)
+    broken = MessageIn.model_construct(role="user", blocks=[bad], metadata={})
+    before = state()
+    with pytest.raises(IntegrityError):
+        services.messages_append(conversation=conversation, messages=[message(), broken])
+    assert state() == before
+    assert conversation.message_count == 1
+
+
+def test_an_empty_batch_is_refused(conversation):
+    with pytest.raises(services.IngestError):
+        services.messages_append(conversation=conversation, messages=[])
+
+
+def test_a_batch_publishes_one_event_for_its_last_message(
+    conversation, django_capture_on_commit_callbacks
+):
+    def action() -> None:
+        with django_capture_on_commit_callbacks(execute=True):
+            services.messages_append(
+                conversation=conversation,
+                messages=[message("user", text("a")) for _ in range(50)]
+                + [message("assistant", text("b"), text("c"))],
+            )
+
+    assert listen(conversation.pk, action) == [
+        {
+            "type": "conversation.message_added",
+            "conversation_id": str(conversation.pk),
+            "message_seq": 50,
+            "block_count": 2,
+        }
+    ]
+
+
+def services_block(fields: dict[str, Any]) -> Any:
+    from conversations.record.schemas import BLOCK_ADAPTER
+
+    return BLOCK_ADAPTER.validate_python(fields)
