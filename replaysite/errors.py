@@ -6,6 +6,13 @@ from django.shortcuts import render
 from conversations.api.views import error_response
 
 
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    # The exception's text can quote the request (a Host header, a field): never shown.
+    if request.path.startswith("/api/"):
+        return error_response(400, "The request could not be read.")
+    return render(request, "400.html", status=400)
+
+
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     if request.path.startswith("/api/"):
         return error_response(404, "No API endpoint at this path.")

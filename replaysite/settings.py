@@ -156,6 +156,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "replaysite.middleware.admin_refuses_htmx",
 ]
 
 ROOT_URLCONF = "replaysite.urls"

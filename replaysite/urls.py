@@ -14,6 +14,7 @@ urlpatterns = [
     path("", include("conversations.api.urls")),
 ]
 
+handler400 = "replaysite.errors.bad_request"
 handler403 = "replaysite.errors.forbidden"
 handler404 = "replaysite.errors.not_found"
 handler500 = "replaysite.errors.server_error"

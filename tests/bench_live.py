@@ -147,7 +147,7 @@ def post_events(url: str, token: str, conversation_id: str, posts: int) -> list[
             data = response.json()
             if path == base:
                 message = int(data["seq"])
-                key = (message, len(data["blocks"]))
+                key = (message, int(data["block_count"]))
             else:
                 key = (int(data["message_seq"]), int(data["seq"]) + 1)
             posted.append(Posted(key, sent, answered))

@@ -163,7 +163,7 @@ def test_the_readme_flow_works_end_to_end(daphne, live_token):
         )
         assert block.status_code == 201, block.text
         assert block.json()["seq"] == 1
-        assert block.json()["name"] == "weather"
+        assert block.json()["type"] == "tool_result"  # the 201 names the block, no body
 
         replayed = client.get(
             f"/api/conversations/{cid}/replay", params={"vision": "0", "shape": "anthropic"}
@@ -188,6 +188,7 @@ def test_the_readme_flow_works_end_to_end(daphne, live_token):
         record = client.get(f"/api/conversations/{cid}")
         assert record.status_code == 200
         assert [len(m["blocks"]) for m in record.json()["messages"]] == [1, 2, 2]
+        assert record.json()["messages"][2]["blocks"][1]["name"] == "weather"  # resolved
         assert client.get(f"/api/conversations/{cid}").content == record.content
 
         listed = client.get("/api/conversations", params={"q": "Demo"}).json()

@@ -19,6 +19,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import BaseModel, ValidationError
 
+from conversations.core import strictjson
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.record import selectors, services
 from conversations.record.models import ApiToken, Conversation, IdempotentResponse
@@ -74,6 +75,7 @@ def authenticate(request: HttpRequest) -> ApiToken:
 
 
 def parse_json(request: HttpRequest) -> dict[str, Any]:
+    """The body as a JSON object under SPEC §3's limits (depth, duplicate keys, exact numbers)."""
     try:
         raw = request.body
     except RequestDataTooBig:
@@ -81,12 +83,18 @@ def parse_json(request: HttpRequest) -> dict[str, Any]:
     if not raw.strip():
         raise ApiError(400, "Request body is empty: send a JSON object.")
     try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise ApiError(400, f"Request body is not valid JSON: {exc}.") from None
+        data = strictjson.loads(raw)
+    except strictjson.StrictJSONError as exc:
+        raise ApiError(400, _json_sentence(exc), field=exc.field) from None
     if not isinstance(data, dict):
         raise ApiError(400, "Request body must be a JSON object.")
     return data
+
+
+def _json_sentence(exc: strictjson.StrictJSONError) -> str:
+    if exc.path:
+        return f"{exc.path}: {exc.reason}."
+    return f"Request body {exc.reason}."
 
 
 def validate(schema: type[BaseModel], data: Any) -> Any:
@@ -269,10 +277,18 @@ def messages(request: HttpRequest, conversation_id: str) -> HttpResponse:
     message, blocks = services.message_append(
         conversation=found, role=data.role, blocks=data.blocks, metadata=data.metadata
     )
-    body = selectors.message_data(message, blocks)
-    body["conversation_id"] = str(found.id)
-    body["url"] = _url(request, found, f"#m-{message.seq}")
-    return json_response(body, 201)
+    # Ids, seqs and the URL only: echoing the blocks would hold every body twice in memory.
+    return json_response(
+        {
+            "seq": message.seq,
+            "conversation_id": str(found.id),
+            "role": message.role,
+            "block_count": len(blocks),
+            "created_at": message.created_at,
+            "url": _url(request, found, f"#m-{message.seq}"),
+        },
+        201,
+    )
 
 
 @api("POST")
@@ -304,10 +320,16 @@ def blocks(request: HttpRequest, conversation_id: str, seq: int) -> HttpResponse
     except ValidationError as exc:
         raise ApiError(400, error_sentence(exc), errors=error_list(exc)) from None
     block = services.block_append(message=message, block=block_in)
-    body = selectors.block_data(block)
-    body["conversation_id"] = str(found.id)
-    body["message_seq"] = message.seq
-    return json_response(body, 201)
+    return json_response(
+        {
+            "seq": block.seq,
+            "conversation_id": str(found.id),
+            "message_seq": message.seq,
+            "type": block.type,
+            "url": _url(request, found, f"#m-{message.seq}"),
+        },
+        201,
+    )
 
 
 @api("GET")

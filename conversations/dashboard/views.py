@@ -9,7 +9,7 @@ from typing import Any, TypeAlias
 
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
@@ -46,6 +46,12 @@ def _conversation(conversation_id: str) -> Conversation:
     return conversation
 
 
+def bad_request(request: HttpRequest, message: str) -> HttpResponse:
+    """A 400 page rendered from its template, so the message (which may quote the
+    request) is escaped, and the page runs no htmx (issue 7)."""
+    return render(request, "400.html", {"message": message}, status=400)
+
+
 def _options(view: View) -> View:
     """Parse ?vision= and ?shape= as the API does; a bad value is a 400 page."""
 
@@ -54,7 +60,7 @@ def _options(view: View) -> View:
         try:
             options = ReplayOptions.from_query(request.GET)
         except OptionError as exc:
-            return HttpResponseBadRequest(exc.message)
+            return bad_request(request, exc.message)
         return view(request, *args, vision=options.vision, shape=options.shape, **kwargs)
 
     return wrapper
@@ -109,7 +115,7 @@ def earlier_messages(
         before = int(request.GET["before"])
         start = int(request.GET.get("from", before - WINDOW))
     except (KeyError, ValueError):
-        return HttpResponseBadRequest("before (and from, if given) must be message numbers.")
+        return bad_request(request, "before (and from, if given) must be message numbers.")
     before = max(0, min(before, conversation.message_count))
     start = max(0, min(start, before))
     context = presenters.conversation_page(

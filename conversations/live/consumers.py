@@ -8,7 +8,6 @@ the rest from the database, and a consumer that sees a gap resyncs from the data
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 from collections.abc import Awaitable, Callable
@@ -20,7 +19,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from conversations.core import replay
+from conversations.core import replay, strictjson
 from conversations.live import fragments
 from conversations.record import events
 
@@ -194,7 +193,7 @@ class ConversationConsumer(Watcher):
         """`{"type": "resume", "from": SEQ, "counts": [blocks of SEQ, of SEQ+1, …]}`:
         the client's position; everything after it is sent from the database."""
         try:
-            report = json.loads(text_data or "")
+            report: Any = strictjson.loads(text_data or "")  # its error is a ValueError
             start = int(report["from"])
             counts = [int(n) for n in report["counts"]]
         except (ValueError, KeyError, TypeError, OverflowError):

@@ -9,14 +9,18 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
+from pydantic import ValidationError as SchemaError
 
-from conversations.core import replay
+from conversations.core import replay, strictjson
 from conversations.record import selectors, services
 from conversations.record.models import ApiToken, Block, Conversation, Message
+from conversations.record.schemas import ConversationIn, error_list
 
 
 class ReadOnlyMixin:
@@ -30,8 +34,51 @@ class ReadOnlyMixin:
         return False  # deleting one message would leave a hole in the dense seqs
 
 
+class StrictJSONField(forms.JSONField):
+    """The admin's JSON text read as the API reads a body (SPEC §3 limits); empty is {}."""
+
+    def to_python(self, value: Any) -> Any:
+        if self.disabled:
+            return value
+        if value in self.empty_values:
+            return {}
+        if not isinstance(value, str):
+            return value
+        try:
+            return strictjson.loads(value, root="metadata")
+        except strictjson.StrictJSONError as exc:
+            raise ValidationError(str(exc), code="invalid") from None
+
+
+class ConversationForm(forms.ModelForm[Conversation]):
+    """Validated through `ConversationIn`, the API's schema, before the services store it."""
+
+    metadata = StrictJSONField(required=False, widget=forms.Textarea(attrs={"rows": 8}))
+
+    class Meta:
+        model = Conversation
+        fields = ["title", "metadata"]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if self.errors:
+            return cleaned
+        try:
+            data = ConversationIn.model_validate(
+                {"title": cleaned.get("title", ""), "metadata": cleaned.get("metadata")}
+            )
+        except SchemaError as exc:
+            for error in error_list(exc):
+                name = error["field"].split(".")[0].split("[")[0]
+                self.add_error(name if name in self.fields else None, error["message"])
+            return cleaned
+        cleaned["title"], cleaned["metadata"] = data.title, data.metadata
+        return cleaned
+
+
 @admin.register(Conversation)
 class ConversationAdmin(admin.ModelAdmin[Conversation]):
+    form = ConversationForm
     list_display = ["title", "message_count", "updated_at", "created_at", "dashboard_link"]
     list_filter = ["updated_at", "created_at"]
     search_fields = ["title", "=id"]

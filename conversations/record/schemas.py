@@ -15,7 +15,7 @@ from django.conf import settings
 from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
-from conversations.core import replay
+from conversations.core import replay, strictjson
 
 PILLOW_FORMATS = {
     "image/png": "PNG",
@@ -39,6 +39,21 @@ def no_nul(value: Any, field: str = "value") -> Any:
     elif isinstance(value, list):
         for item in value:
             no_nul(item, field)
+    return value
+
+
+def storable(value: Any) -> Any:
+    """SPEC §3's limits on a JSON value from any writer: depth, exact numbers, valid text.
+
+    The API's parser already enforces them on the body; admin forms and importers hand
+    Python values straight to the schemas, so the schemas check again.
+    """
+    try:
+        strictjson.check(value)
+    except strictjson.StrictJSONError as exc:
+        # `_describe` joins a message that starts with a sub-path onto the field's own path.
+        where = exc.path if exc.path.startswith("[") or not exc.path else f".{exc.path}"
+        raise ValueError(f"{where}: {exc.reason}" if where else exc.reason) from None
     return value
 
 
@@ -69,6 +84,7 @@ class ToolUseIn(BlockBase):
     input: dict[str, Any]
 
     _names = field_validator("id", "name")(no_nul)
+    _input = field_validator("input")(storable)
 
 
 class ToolResultIn(BlockBase):
@@ -156,7 +172,8 @@ class MessageIn(Strict):
     blocks: list[BlockIn] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
-    _metadata = field_validator("metadata")(no_nul)
+    _metadata = field_validator("metadata")(storable)
+    _metadata_text = field_validator("metadata")(no_nul)  # jsonb cannot hold U+0000
 
 
 MAX_BATCH_MESSAGES = 10_000
@@ -170,7 +187,9 @@ class ConversationIn(Strict):
     title: Annotated[str, Field(max_length=500)]
     metadata: dict[str, Any] = Field(default_factory=dict)
 
-    _strings = field_validator("title", "metadata")(no_nul)
+    _title = field_validator("title")(no_nul)
+    _metadata = field_validator("metadata")(storable)
+    _metadata_text = field_validator("metadata")(no_nul)  # jsonb cannot hold U+0000
 
 
 def error_sentence(exc: ValidationError) -> str:
@@ -216,6 +235,8 @@ def _describe(error: Any) -> str:
     message = str(error["msg"])
     if kind == "value_error":
         message = message.removeprefix("Value error, ")
+        if message.startswith((".", "[")):  # a sub-path inside the field (`storable`)
+            return f"{path}{message}"
     else:
         message = message[:1].lower() + message[1:]
     return f"{path}: {message}"
