@@ -288,6 +288,38 @@ def test_the_deepest_accepted_value_is_served_by_every_read_path(
         assert admin.get(url).status_code == 200, url
 
 
+def test_a_socket_survives_a_resume_report_nested_too_deep(
+    api: ApiClient, transactional_db: None
+) -> None:
+    cid = api.post(LIST, {"title": "Socket"}).json()["id"]
+    assert api.post(messages_url(cid), {"role": "user"}).status_code == 201
+    client = Client()
+    client.force_login(make_user("socket-operator"))
+
+    async def live() -> str:
+        path = conversation_socket_url(cid, vision=True, shape="openai")
+        cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
+        ws = WebsocketCommunicator(
+            application, path, headers=[(b"origin", b"http://localhost"), (b"cookie", cookie)]
+        )
+        connected, code = await ws.connect(timeout=5)
+        assert connected, code
+        try:
+            await ws.send_to(text_data="[" * 100_000 + "]" * 100_000)
+            await ws.send_to(text_data='{"type": "resume", "from": 0, "counts": [0], "type": 1}')
+            assert await ws.receive_nothing(0.3)
+            posted = await sync_to_async(api.post)(blocks_url(cid, 0), text("still here"))
+            assert posted.status_code == 201, posted.content
+            frame = await ws.receive_from(timeout=5)
+            assert isinstance(frame, str)
+            return frame
+        finally:
+            await ws.disconnect()
+
+    channel_layers.backends = {}
+    assert "still here" in async_to_sync(live)()
+
+
 # -- finding 3: numbers and duplicate keys --------------------------------------------------------
 
 
