@@ -18,10 +18,12 @@ from django.contrib.auth.models import User
 from django.http import QueryDict
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
+from pydantic import ValidationError as SchemaError
 
 from conversations.core import strictjson
 from conversations.dashboard.sockets import conversation_socket_url
 from conversations.record.models import Block, Conversation, Message
+from conversations.record.schemas import MessageIn, error_sentence
 from replaysite.asgi import application
 from tests.builders import make_user, png, text, tool_use
 from tests.conftest import ApiClient
@@ -410,6 +412,20 @@ def test_numbers_within_range_are_served_exactly_by_every_read_path(
 
 
 # -- the same rules for values that do not come through the API -----------------------------------
+
+
+def test_schemas_check_values_from_writers_other_than_the_api() -> None:
+    # Importers and the admin hand Python values to the schemas, not JSON text.
+    for field, block in [
+        ("blocks[0].input.a", tool_use("c", "t", a=nested(64))),
+        ("blocks[0].origin.n", {"type": "text", "text": "x", "origin": {"n": 2**64}}),
+    ]:
+        with pytest.raises(SchemaError) as refused:
+            MessageIn.model_validate({"role": "user", "blocks": [block]})
+        assert error_sentence(refused.value).startswith(field)
+    with pytest.raises(SchemaError) as refused:
+        MessageIn.model_validate({"role": "user", "metadata": {"x": float("nan")}})
+    assert error_sentence(refused.value).startswith("metadata.x: nan")
 
 
 def test_strict_check_applies_the_limits_to_python_values() -> None:

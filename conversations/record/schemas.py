@@ -67,7 +67,8 @@ class BlockBase(Strict):
     # The source element an imported block came from (SPEC §1); stored, never replayed.
     origin: dict[str, Any] | None = None
 
-    _origin = field_validator("origin")(no_nul)
+    _origin = field_validator("origin")(storable)
+    _origin_text = field_validator("origin")(no_nul)  # jsonb cannot hold U+0000
 
 
 class TextIn(BlockBase):
