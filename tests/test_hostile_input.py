@@ -153,6 +153,14 @@ def test_error_pages_run_no_script(
     assert "<script" not in response.content.decode()
 
 
+@pytest.mark.parametrize("path", ["/", "/api/conversations"])
+def test_a_hostile_host_header_is_a_400_that_does_not_echo_it(db: None, path: str) -> None:
+    response = Client().get(path, headers={"Host": f"<{MARK}>.example"})
+    assert response.status_code == 400
+    assert f"<{MARK}".encode() not in response.content
+    assert MARK.encode() not in response.content  # not even escaped: the reason stays private
+
+
 def test_the_admin_refuses_requests_sent_by_htmx(db: None) -> None:
     root = User.objects.create_superuser("root", "root@example.com", "a long passphrase")
     client = Client()
