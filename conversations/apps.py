@@ -11,10 +11,14 @@ class ConversationsConfig(AppConfig):
         from django.contrib.auth.signals import user_logged_out
         from django.db.backends.signals import connection_created
 
-        from conversations.record import checks  # noqa: F401  (registers the system checks)
+        from conversations.record import (
+            access_events,
+            checks,  # noqa: F401  (registers the system checks)
+        )
 
         user_logged_out.connect(close_sockets_on_logout, dispatch_uid="replay-close-sockets")
         connection_created.connect(use_sqlite_variable_limit, dispatch_uid="replay-sqlite-limit")
+        access_events.connect()
 
 
 def close_sockets_on_logout(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:

@@ -9,9 +9,8 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "replaysite.settings")
 django_asgi_app = get_asgi_application()  # sets Django up before anything imports models
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from channels.sessions import SessionMiddlewareStack  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.exceptions import RequestAborted  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler  # noqa: E402
@@ -49,12 +48,13 @@ class BoundedBodyASGIHandler(ASGIHandler):
 
 
 from conversations.live.routing import websocket_urlpatterns  # noqa: E402
+from replaysite.origin import SameOriginValidator  # noqa: E402
 
+# Sessions only, not channels' AuthMiddlewareStack: the consumers check the session's
+# user, permission and conversation in one query (conversations/live/access.py).
 application = ProtocolTypeRouter(
     {
         "http": BoundedBodyASGIHandler(),
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
+        "websocket": SameOriginValidator(SessionMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -56,10 +56,28 @@ def env_hosts(name: str, default: list[str]) -> list[str]:
     return hosts
 
 
+def env_origins(name: str) -> list[str]:
+    value = os.environ.get(name, "").strip()
+    if value == "":
+        return []
+    origins = [origin.strip() for origin in value.split(",")]
+    for origin in origins:
+        scheme, _, rest = origin.partition("://")
+        if scheme not in {"http", "https"} or not rest or "/" in rest:
+            raise ImproperlyConfigured(
+                f"{name} entries must be origins like https://replay.example, not {origin!r}."
+            )
+    return origins
+
+
 def env_database(name: str, default: str) -> dict[str, Any]:
     url = os.environ.get(name, "").strip() or default
     try:
-        config: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=0))
+        # Connections are kept (and checked before reuse): opening one per socket
+        # handshake is what made a mass reconnect pass daphne's handshake timeout.
+        config: dict[str, Any] = dict(
+            dj_database_url.parse(url, conn_max_age=600, conn_health_checks=True)
+        )
     except Exception as exc:  # dj-database-url raises several types for a bad URL
         raise ImproperlyConfigured(f"{name} is not a valid database URL: {exc}") from None
     engine = config.get("ENGINE", "")
@@ -118,6 +136,9 @@ HTTPS = env_bool("DJANGO_HTTPS", False)
 DATA_DIR = env_dir("REPLAY_DATA_DIR", BASE_DIR / "data")
 SECRET_KEY = secret_key(DATA_DIR)
 ALLOWED_HOSTS = env_hosts("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+# Origins a proxy's public address may send (scheme://host[:port]); pages and live
+# sockets from them are accepted as same-origin.
+CSRF_TRUSTED_ORIGINS = env_origins("DJANGO_CSRF_TRUSTED_ORIGINS")
 
 REPLAY_MAX_BODY_MB = env_int("REPLAY_MAX_BODY_MB", 20)
 REPLAY_MAX_IMAGE_MB = env_int("REPLAY_MAX_IMAGE_MB", 5)
@@ -126,6 +147,8 @@ REPLAY_MAX_IMAGE_PIXELS = env_int("REPLAY_MAX_IMAGE_PIXELS", 40_000_000)
 # and how often a socket renews its group membership (layers expire members).
 REPLAY_BROADCAST_TIMEOUT = env_int("REPLAY_BROADCAST_TIMEOUT_MS", 500) / 1000
 REPLAY_GROUP_REFRESH_SECONDS = env_int("REPLAY_GROUP_REFRESH_SECONDS", 60)
+# Live sockets one user may hold on one server process; the next is closed with 4429.
+REPLAY_MAX_SOCKETS_PER_USER = env_int("REPLAY_MAX_SOCKETS_PER_USER", 50)
 # Django refuses bodies over 2.5 MB by default; the API's own limit is the one that counts.
 DATA_UPLOAD_MAX_MEMORY_SIZE = REPLAY_MAX_BODY_MB * 1024 * 1024
 

@@ -10,7 +10,9 @@
 
   // The extension reconnects (with full-jitter backoff) only on 1006/1011/1012/1013. daphne
   // closes timed-out sockets with 1000 and a restarting server says 1001: report every close
-  // as abnormal so the extension retries. It still stops when the socket's element is gone.
+  // as abnormal so the extension retries, except the server's final answers (4400-4499:
+  // bad toggles, signed out, no permission, deleted, too many sockets), which are passed on
+  // as they are, so the extension stops and the page says why.
   htmx.createWebSocket = function (url) {
     var socket = new WebSocket(url, []);
     socket.binaryType = htmx.config.wsBinaryType || "blob";
@@ -23,13 +25,44 @@
     socket.addEventListener("close", function (event) {
       if (onclose) {
         onclose.call(socket, {
-          type: "close", code: 1006, originalCode: event.code,
-          reason: event.reason, wasClean: event.wasClean
+          type: "close", code: isFinal(event.code) ? event.code : 1006,
+          originalCode: event.code, reason: event.reason, wasClean: event.wasClean
         });
       }
     });
     return socket;
   };
+
+  function isFinal(code) { return code >= 4400 && code <= 4499; }
+
+  // Why the server stopped this page's live updates; [sentence, offers the sign-in page].
+  var FINAL = {
+    4400: ["Live updates stopped: this page's options are not valid. Reload it without them.", false],
+    4401: ["Live updates stopped: you are signed out.", true],
+    4403: ["Live updates stopped: this account may not view conversations.", true],
+    4404: ["This conversation was deleted (or never existed); live updates stopped.", false],
+    4429: ["Live updates stopped: this account has too many live pages open. " +
+      "Close some, then reload this one.", false]
+  };
+
+  function explain(code) {
+    var notice = document.getElementById("live-notice");
+    var known = FINAL[code] || ["Live updates stopped (code " + code + ").", false];
+    setStatus("stopped");
+    if (!notice) { return; }
+    notice.textContent = known[0];
+    notice.setAttribute("data-code", String(code));
+    if (known[1]) {
+      var link = document.createElement("a");
+      var next = window.location.pathname + window.location.search + window.location.hash;
+      link.href = notice.getAttribute("data-login-url") + "?next=" + encodeURIComponent(next);
+      link.textContent = "Sign in";
+      link.className = "sign-in";
+      notice.appendChild(document.createTextNode(" "));
+      notice.appendChild(link);
+    }
+    notice.hidden = false;
+  }
 
   var opened = new WeakSet();  // socket elements that have been live at least once
   var unseen = 0;
@@ -122,6 +155,10 @@
     var body = document.querySelector("#results tbody");
     if (!body) { return; }
     var existing = document.getElementById(node.id);
+    if (node.hasAttribute("data-removed")) {  // the conversation was deleted
+      if (existing) { existing.remove(); }
+      return;
+    }
     if (existing) {
       if (existing.getAttribute("data-updated") > node.getAttribute("data-updated")) { return; }
       existing.remove();
@@ -151,7 +188,13 @@
         { target: "#results", swap: "outerHTML" });
     }
   });
-  document.addEventListener("htmx:wsClose", function () {
+  document.addEventListener("htmx:wsClose", function (event) {
+    var close = event.detail && event.detail.event;
+    var code = close ? (close.originalCode || close.code) : 0;
+    if (isFinal(code)) {
+      explain(code);
+      return;
+    }
     setStatus(navigator.onLine === false ? "offline" : "reconnecting");
   });
   window.addEventListener("offline", function () { setStatus("offline"); });

@@ -37,6 +37,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 ROOT = Path(__file__).resolve().parent.parent
 ORIGIN = b"http://localhost"
+HOST = b"localhost"  # the Host the socket is opened on: ORIGIN is this page's origin
 TOGGLES = [(True, "openai"), (False, "openai"), (True, "anthropic"), (False, "anthropic")]
 WAIT = 5  # seconds a frame may take (the first render of a run is the slowest)
 QUIET = 0.4  # seconds of silence that count as "nothing arrives"
@@ -91,7 +92,7 @@ def operator(transactional_db: None) -> Client:
 
 
 def headers(client: Client | None, origin: bytes = ORIGIN) -> list[tuple[bytes, bytes]]:
-    found = [(b"origin", origin)]
+    found = [(b"host", HOST), (b"origin", origin)]
     if client is not None:
         found.append((b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()))
     return found
@@ -174,12 +175,28 @@ async def socket(
 
 
 async def refused(path: str, client: Client | None, origin: bytes = ORIGIN) -> int:
+    """The close code of a socket the server accepts and then closes (SPEC §4: a browser
+    sees a close code only after the accept; a refused handshake reaches it as 1006)."""
     communicator = WebsocketCommunicator(application, path, headers=headers(client, origin))
-    connected, code = await communicator.connect(timeout=WAIT)
+    return await close_code(communicator, path)
+
+
+async def close_code(communicator: WebsocketCommunicator, path: str = "") -> int:
+    connected, _ = await communicator.connect(timeout=WAIT)
+    assert connected, f"{path} was refused at the handshake; the page would see 1006"
+    closed = await communicator.receive_output(timeout=WAIT)
+    assert closed["type"] == "websocket.close", closed
+    assert await communicator.receive_nothing(QUIET), "something was sent after the close"
+    return int(closed["code"])
+
+
+async def denied(path: str, client: Client | None, origin: bytes = ORIGIN) -> None:
+    """A socket refused at the handshake (a foreign origin is told nothing)."""
+    communicator = WebsocketCommunicator(application, path, headers=headers(client, origin))
+    connected, _ = await communicator.connect(timeout=WAIT)
     if connected:
         await communicator.disconnect()
-    assert not connected, f"{path} was accepted"
-    return int(code)
+    assert not connected, f"{path} was accepted from {origin!r}"
 
 
 async def frame(ws: WebsocketCommunicator) -> str:
@@ -201,8 +218,8 @@ async def group_members(group: str) -> list[str]:
 @in_loop
 async def test_anonymous_socket_is_refused(transactional_db: None) -> None:
     conversation = await sync_to_async(create)()
-    assert await refused(conversation_path(conversation.id), None) == 4403
-    assert await refused(routing.list_socket_url(), None) == 4403
+    assert await refused(conversation_path(conversation.id), None) == 4401
+    assert await refused(routing.list_socket_url(), None) == 4401
 
 
 @in_loop
@@ -217,8 +234,8 @@ async def test_signed_in_user_without_the_permission_is_refused(transactional_db
 async def test_foreign_origin_is_refused(operator: Client) -> None:
     conversation = await sync_to_async(create)()
     evil = b"http://evil.example"
-    await refused(conversation_path(conversation.id), operator, origin=evil)
-    await refused(routing.list_socket_url(), operator, origin=evil)
+    await denied(conversation_path(conversation.id), operator, origin=evil)
+    await denied(routing.list_socket_url(), operator, origin=evil)
     # The same operator from the page's own origin is let in.
     async with socket(conversation_path(conversation.id), operator):
         pass
@@ -532,8 +549,7 @@ async def test_logging_out_closes_that_users_sockets_only(transactional_db: None
         assert article_order(await frame(other)) == [0]
     # The old session cookie opens nothing any more.
     communicator = WebsocketCommunicator(application, conversation_path(cid), headers=cookie)
-    connected, code = await communicator.connect(timeout=WAIT)
-    assert not connected and code == 4403
+    assert await close_code(communicator) == 4401
 
 
 # -- the list socket ---------------------------------------------------------------------------

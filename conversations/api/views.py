@@ -264,9 +264,12 @@ def conversations(request: HttpRequest) -> HttpResponse:
     )
 
 
-@api("GET")
+@api("GET", "DELETE")
 def conversation(request: HttpRequest, conversation_id: str) -> HttpResponse:
     found = _conversation(conversation_id)
+    if request.method == "DELETE":
+        services.conversation_delete(conversation=found)
+        return HttpResponse(status=204)
     return json_response(selectors.record_data(found, url=_url(request, found)))
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 from urllib.parse import parse_qs
@@ -20,16 +22,16 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from conversations.core import replay, strictjson
-from conversations.live import fragments
+from conversations.live import access, fragments
 from conversations.record import events
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-PERMISSION = "conversations.view_conversation"
-FORBIDDEN = 4403
 BAD_REQUEST = 4400
-NOT_FOUND = 4404
-LOGGED_OUT = 4401
+LOGGED_OUT = access.SIGNED_OUT  # 4401: signed out, deactivated, or the password changed
+FORBIDDEN = access.FORBIDDEN  # 4403: signed in without conversations.view_conversation
+NOT_FOUND = access.NOT_FOUND  # 4404: unknown or deleted conversation
+TOO_MANY = 4429  # the user already holds REPLAY_MAX_SOCKETS_PER_USER sockets here
 REFRESH_TIMEOUT = 10.0  # seconds; a refresh stuck longer closes the socket
 
 
@@ -66,41 +68,75 @@ class RenderCache(Generic[T]):
 
 frames: RenderCache[fragments.Frame] = RenderCache()
 rows: RenderCache[str] = RenderCache()
+# Shared by the sockets of one session; an access event's checks are keyed by the event,
+# so a check made before the change is never reused for it.
+access_checks: RenderCache[access.Access] = RenderCache()
+open_sockets: Counter[object] = Counter()  # this process's accepted sockets, per user
 
 
 class Watcher(AsyncWebsocketConsumer):
-    """What both live sockets share: refusal of outsiders, the logout group, refreshes."""
+    """What both live sockets share: who may watch, the close codes, the user's group
+    (logout and access changes), the per-user cap and the periodic refresh.
+
+    Refusals accept first and then close with a 44xx code: a handshake refused before
+    the accept reaches the page as 1006, and the page would retry forever.
+    """
 
     groups_joined: list[str]
     refresher: asyncio.Task[None] | None = None
+    user_id: object = None
+    counted = False  # this socket is in open_sockets
+    closing = False  # closed (or closing) by us: events that arrive now are dropped
 
     async def connect(self) -> None:
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self.close(code=FORBIDDEN)
+        problem = self.parse()
+        if problem is not None:
+            await self.refuse(problem)
             return
-        if not await database_sync_to_async(user.has_perm)(PERMISSION):
-            await self.close(code=FORBIDDEN)
+        verdict = await database_sync_to_async(access.check)(
+            self.scope["session"], self.conversation_key()
+        )
+        if verdict.refusal is not None:
+            await self.refuse(verdict.refusal)
             return
-        if not await self.prepare():
+        # Per process (see README): with several servers a user may hold this many on each.
+        if open_sockets[verdict.user_id] >= settings.REPLAY_MAX_SOCKETS_PER_USER:
+            await self.refuse(TOO_MANY)
             return
-        self.groups_joined = [events.user_group(user.pk), *self.watched_groups()]
+        open_sockets[verdict.user_id] += 1
+        self.counted = True
+        self.user_id = verdict.user_id
+        self.groups_joined = [events.user_group(verdict.user_id), *self.watched_groups()]
         await self.join()
         await self.accept()
         self.refresher = asyncio.ensure_future(self.refresh_groups())
         await self.opened()
 
+    async def refuse(self, code: int) -> None:
+        await self.accept()
+        await self.shut(code)
+
+    async def shut(self, code: int) -> None:
+        self.closing = True
+        await self.close(code=code)
+
     async def dispatch(self, message: dict[str, Any]) -> None:
         # channels closes stale database connections before every handler, a thread hop
         # per socket per event; ours reach the database only through
         # database_sync_to_async, which does that itself.
+        if self.closing and message["type"] != "websocket.disconnect":
+            return  # an event (or resume report) queued before this socket was closed
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")
         await handler(message)
 
-    async def prepare(self) -> bool:
-        return True
+    def parse(self) -> int | None:
+        """The close code for a malformed request, before anything is read."""
+        return None
+
+    def conversation_key(self) -> uuid.UUID | None:
+        return None
 
     def watched_groups(self) -> list[str]:
         return []
@@ -115,11 +151,14 @@ class Watcher(AsyncWebsocketConsumer):
     async def refresh_groups(self) -> None:
         # Layers forget group members after group_expiry (and all of them when Redis
         # restarts); re-adding renews them, and a resync covers what went by meanwhile.
-        while True:
+        # Access is checked again too: the fallback for an access event the layer lost.
+        while not self.closing:
             # Jitter, so that sockets opened together do not all refresh together.
             await asyncio.sleep(settings.REPLAY_GROUP_REFRESH_SECONDS * random.uniform(0.8, 1.2))
             try:
                 async with asyncio.timeout(REFRESH_TIMEOUT):
+                    if not await self.recheck(("refresh",)):
+                        return
                     await self.join()
                     await self.refreshed()
             except Exception as exc:
@@ -134,14 +173,37 @@ class Watcher(AsyncWebsocketConsumer):
     async def refreshed(self) -> None:
         pass
 
+    async def recheck(self, reason: tuple[Any, ...]) -> bool:
+        """Check the session and user again (one check per session and reason, however
+        many sockets share them); close the socket and answer False if access is gone."""
+        session = self.scope["session"]
+        verdict = await access_checks.get(
+            (session.session_key, *reason),
+            database_sync_to_async(lambda: access.check(access.fresh(session))),
+        )
+        if verdict.refusal is None and verdict.user_id == self.user_id:
+            return True
+        if not self.closing:
+            await self.shut(verdict.refusal or LOGGED_OUT)
+        return False
+
     async def disconnect(self, code: int) -> None:
+        self.closing = True
         if self.refresher is not None:
             self.refresher.cancel()
+        if self.counted:
+            self.counted = False
+            open_sockets[self.user_id] -= 1
+            if open_sockets[self.user_id] <= 0:
+                del open_sockets[self.user_id]
         for group in getattr(self, "groups_joined", []):
             await self.channel_layer.group_discard(group, self.channel_name)
 
     async def session_logged_out(self, event: events.LoggedOut) -> None:
-        await self.close(code=LOGGED_OUT)
+        await self.shut(LOGGED_OUT)
+
+    async def user_access_changed(self, event: events.AccessChanged) -> None:
+        await self.recheck(("change", event["change"]))
 
     def query(self, name: str, default: str) -> str:
         params = parse_qs(self.scope.get("query_string", b"").decode())
@@ -164,27 +226,24 @@ class ConversationConsumer(Watcher):
         self.held = {}
         self.lock = asyncio.Lock()
 
-    async def prepare(self) -> bool:
+    def parse(self) -> int | None:
         self.conversation_id = str(self.scope["url_route"]["kwargs"]["conversation_id"])
         vision = self.query("vision", "1").lower()
         shape = self.query("shape", "openai")
         if vision not in {"1", "0", "true", "false"} or shape not in replay.SHAPES:
-            await self.close(code=BAD_REQUEST)
-            return False
+            return BAD_REQUEST
         self.vision = vision in {"1", "true"}
         self.shape = shape
-        exists = await database_sync_to_async(fragments.conversation_exists)(self.conversation_id)
-        if not exists:
-            await self.close(code=NOT_FOUND)
-            return False
-        return True
+        return None
+
+    def conversation_key(self) -> uuid.UUID | None:
+        return uuid.UUID(self.conversation_id)
 
     async def opened(self) -> None:
         # Read after joining the group: whatever commits from now on is announced to this
         # socket, and everything before is the client's page (or its resume report).
-        self.held = (
-            await database_sync_to_async(fragments.block_counts)(self.conversation_id, 0) or {}
-        )
+        # After the accept, so that the handshake itself costs the two access queries.
+        self.held = await database_sync_to_async(fragments.held_counts)(self.conversation_id)
 
     def watched_groups(self) -> list[str]:
         return [events.conversation_group(self.conversation_id)]
@@ -210,6 +269,9 @@ class ConversationConsumer(Watcher):
 
     async def _resync(self, start: int) -> None:
         current = await database_sync_to_async(fragments.block_counts)(self.conversation_id, start)
+        if current is None:
+            await self.shut(NOT_FOUND)  # deleted, and its event went missing in the layer
+            return
         stale = [seq for seq, n in sorted((current or {}).items()) if self.held.get(seq, -1) < n]
         if stale:
             await self.push(
@@ -257,6 +319,9 @@ class ConversationConsumer(Watcher):
     async def conversation_created(self, event: events.ConversationCreated) -> None:
         pass
 
+    async def conversation_deleted(self, event: events.ConversationDeleted) -> None:
+        await self.shut(NOT_FOUND)
+
 
 class ListConsumer(Watcher):
     """`/ws/conversations/`: new conversations and activity, for the list page."""
@@ -273,6 +338,9 @@ class ListConsumer(Watcher):
     async def conversation_block_added(self, event: events.BlockAdded) -> None:
         # Name the state as message_added does: "message N has K blocks".
         await self.row(event["conversation_id"], event["message_seq"], event["block_seq"] + 1)
+
+    async def conversation_deleted(self, event: events.ConversationDeleted) -> None:
+        await self.send(text_data=fragments.removed_row_html(event["conversation_id"]))
 
     async def row(self, conversation_id: str, *position: Any) -> None:
         key = ("row", conversation_id, *position)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -12,16 +13,17 @@ from conversations.dashboard import presenters
 from conversations.record import selectors
 
 
-def conversation_exists(conversation_id: str) -> bool:
-    return selectors.conversation_get(conversation_id) is not None
-
-
 def block_counts(conversation_id: str, start: int) -> dict[int, int] | None:
     """Message seq → block count from `start` on; None when there is no such conversation."""
     conversation = selectors.conversation_get(conversation_id)
     if conversation is None:
         return None
     return selectors.block_counts(conversation, start=start)
+
+
+def held_counts(conversation_id: str) -> dict[int, int]:
+    """Message seq → block count of a conversation known to exist: one query."""
+    return selectors.block_counts(uuid.UUID(conversation_id))
 
 
 class Frame(NamedTuple):
@@ -63,3 +65,8 @@ def row_html(conversation_id: str) -> str:
         return ""
     (row,) = presenters.conversation_rows([conversation])
     return render_to_string("conversations/list.html#row", {"row": row})
+
+
+def removed_row_html(conversation_id: str) -> str:
+    """What tells the list page to drop a deleted conversation's row."""
+    return render_to_string("conversations/list.html#removed", {"id": conversation_id})

@@ -1,7 +1,8 @@
 """Django admin: conversations, messages (blocks inline, projection preview) and API tokens.
 
-The record is append-only: messages and blocks are shown, never edited here; new
-conversations and tokens are made through the services.
+The record is append-only: messages and blocks are shown, never edited or deleted one
+by one here; new conversations and tokens are made, and whole conversations deleted
+(by users with conversations.delete_conversation), through the services.
 """
 
 from __future__ import annotations
@@ -99,6 +100,40 @@ class ConversationAdmin(admin.ModelAdmin[Conversation]):
         if obj.pk is None:
             return "—"
         return format_html('<a href="{}">Open in Replay</a>', obj.get_absolute_url())
+
+    def get_deleted_objects(
+        self, objs: Any, request: HttpRequest
+    ) -> tuple[list[Any], dict[str, int], set[str], list[Any]]:
+        """What the confirmation page lists: each conversation and the number of its
+        messages and blocks, not every row (bounded), and no delete permission asked for
+        them: they go with their conversation, and are never deleted one by one."""
+        conversations = list(objs)
+        totals = selectors.deletion_totals([c.pk for c in conversations])
+        listed: list[Any] = [
+            format_html(
+                "Conversation: {} ({} messages, {} blocks)",
+                str(c),
+                *totals.get(c.pk, (0, 0)),
+            )
+            for c in conversations[:100]
+        ]
+        if len(conversations) > 100:
+            listed.append(f"… and {len(conversations) - 100} more conversations")
+        messages_total = sum(m for m, _ in totals.values())
+        blocks_total = sum(b for _, b in totals.values())
+        counts = {
+            str(Conversation._meta.verbose_name_plural): len(conversations),
+            str(Message._meta.verbose_name_plural): messages_total,
+            str(Block._meta.verbose_name_plural): blocks_total,
+        }
+        return listed, counts, set(), []
+
+    def delete_model(self, request: HttpRequest, obj: Conversation) -> None:
+        services.conversation_delete(conversation=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Conversation]) -> None:
+        for conversation in queryset:
+            services.conversation_delete(conversation=conversation)
 
     def save_model(self, request: HttpRequest, obj: Conversation, form: Any, change: bool) -> None:
         if change:

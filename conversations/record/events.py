@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
+from collections.abc import Iterable
 from functools import partial
 from typing import Literal, TypeAlias, TypedDict
 
@@ -48,11 +50,26 @@ class BlockAdded(TypedDict):
     block_seq: int
 
 
+class ConversationDeleted(TypedDict):
+    type: Literal["conversation.deleted"]
+    conversation_id: str
+
+
 class LoggedOut(TypedDict):
     type: Literal["session.logged_out"]
 
 
-Event: TypeAlias = ConversationCreated | MessageAdded | BlockAdded
+class AccessChanged(TypedDict):
+    """The user's account, permissions or groups changed: their sockets check again.
+
+    `change` names this change, so that one user's sockets share one check of it.
+    """
+
+    type: Literal["user.access_changed"]
+    change: str
+
+
+Event: TypeAlias = ConversationCreated | MessageAdded | BlockAdded | ConversationDeleted
 
 
 def publish_on_commit(event: Event) -> None:
@@ -93,6 +110,23 @@ def close_user_sockets(user_id: object) -> None:
         async_to_sync(_send)([user_group(user_id)], dict(message))
     except Exception as exc:
         log.warning("could not close the sockets of user %s: %s", user_id, exc)
+
+
+def access_changed_on_commit(user_ids: Iterable[object]) -> None:
+    """After commit, tell these users' sockets to check their access again (SPEC §4: a
+    user who is deactivated, loses the permission or changes password loses them)."""
+    ids = sorted({str(user_id) for user_id in user_ids})
+    if ids:
+        transaction.on_commit(partial(_access_changed, ids))
+
+
+def _access_changed(user_ids: list[str]) -> None:
+    message: AccessChanged = {"type": "user.access_changed", "change": uuid.uuid4().hex}
+    try:
+        async_to_sync(_send)([user_group(user_id) for user_id in user_ids], dict(message))
+    except Exception as exc:
+        # The sockets' periodic refresh checks access too: they close later, not never.
+        log.warning("could not tell %d user(s) of an access change: %s", len(user_ids), exc)
 
 
 async def _send(groups: list[str], message: dict[str, object]) -> None:

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, assert_never, cast
 
 import orjson
-from django.db.models import Exists, F, OuterRef, Q, QuerySet, Sum
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Sum
 
 from conversations.core import replay
 from conversations.core.blocks import BlockKind, kind_of
@@ -196,8 +196,21 @@ def block_total(conversation: Conversation) -> int:
     return int(total["n"] or 0)
 
 
-def block_counts(conversation: Conversation, *, start: int = 0) -> dict[int, int]:
-    """Message seq → block count, from `start` on: a client's position, server side."""
+def deletion_totals(conversation_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[int, int]]:
+    """Conversation id → (messages, blocks) it holds: what deleting it takes along."""
+    rows = (
+        Message.objects.filter(conversation_id__in=conversation_ids)
+        .values("conversation_id")
+        .annotate(message_total=Count("id"), block_total=Sum("block_count"))
+        .order_by()
+        .values_list("conversation_id", "message_total", "block_total")
+    )
+    return {pk: (messages, blocks or 0) for pk, messages, blocks in rows}
+
+
+def block_counts(conversation: Conversation | uuid.UUID, *, start: int = 0) -> dict[int, int]:
+    """Message seq → block count, from `start` on: a client's position, server side
+    (for a conversation or its id; an unknown id has none)."""
     rows = Message.objects.filter(conversation=conversation, seq__gte=start)
     return dict(rows.values_list("seq", "block_count"))
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import uuid
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from typing import Any, assert_never
@@ -69,6 +70,41 @@ def conversation_update(
     conversation.metadata = metadata
     conversation.save(update_fields=["title", "metadata", "updated_at"])
     return conversation
+
+
+def conversation_delete(*, conversation: Conversation) -> tuple[int, int]:
+    """Delete a conversation with its messages and blocks, whole or not at all; returns
+    (messages, blocks) deleted. Broadcasts conversation.deleted on commit."""
+    with transaction.atomic():
+        locked = _lock(conversation)  # no append can land in a half-deleted conversation
+        # Children first, each in one statement: the collector would load every message.
+        blocks, _ = Block.objects.filter(message__conversation=locked).delete()
+        messages, _ = Message.objects.filter(conversation=locked).only("pk").delete()
+        Conversation.objects.filter(pk=locked.pk).delete()
+        events.publish_on_commit(
+            {"type": "conversation.deleted", "conversation_id": str(locked.id)}
+        )
+    return messages, blocks
+
+
+def conversations_prune(
+    *, older_than: timedelta, dry_run: bool = False
+) -> list[tuple[uuid.UUID, str]]:
+    """Delete (unless `dry_run`) every conversation without activity for `older_than`,
+    one transaction each through conversation_delete; returns their (id, title)."""
+    cutoff = timezone.now() - older_than
+    stale = list(
+        Conversation.objects.filter(updated_at__lt=cutoff)
+        .order_by("updated_at", "id")
+        .values_list("id", "title")
+    )
+    if not dry_run:
+        for pk, _title in stale:
+            # Activity since the list was read keeps a conversation (it is no longer stale).
+            found = Conversation.objects.filter(pk=pk, updated_at__lt=cutoff).first()
+            if found is not None:
+                conversation_delete(conversation=found)
+    return stale
 
 
 def message_append(
