@@ -372,9 +372,11 @@ def test_socket_without_a_session_or_from_a_foreign_origin_is_refused(
 ) -> None:
     conversation_id = api.conversation()
     url = LiveClient(daphne.url, conversation_id, cookie).ws_url
-    with pytest.raises(InvalidStatus) as anonymous:
-        open_socket(url, {"Origin": daphne.url})
-    assert anonymous.value.response.status_code == 403
+    # SPEC §4: accepted, then closed with 4401, so that the page can tell why.
+    anonymous = open_socket(url, {"Origin": daphne.url})
+    with pytest.raises(ConnectionClosed) as signed_out:
+        anonymous.recv(timeout=5)
+    assert signed_out.value.rcvd is not None and signed_out.value.rcvd.code == 4401
     with pytest.raises(InvalidStatus) as foreign:
         open_socket(url, {"Cookie": f"sessionid={cookie}", "Origin": "http://evil.test"})
     assert foreign.value.response.status_code == 403
