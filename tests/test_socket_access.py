@@ -386,10 +386,15 @@ def test_a_handshake_costs_at_most_two_queries(transactional_db: None) -> None:
     assert "auth_user" not in queries[-1] and "conversations_message" in queries[-1]
 
 
-def test_persistent_connections_with_health_checks_are_configured() -> None:
+def test_connections_are_kept_and_checked_before_reuse() -> None:
     db = settings.DATABASES["default"]
-    assert db["CONN_MAX_AGE"] > 0
     assert db["CONN_HEALTH_CHECKS"] is True
+    if db["ENGINE"].endswith("postgresql"):
+        # Pooled (Django keeps no per-thread connection of its own with a pool).
+        assert db["CONN_MAX_AGE"] == 0
+        assert db["OPTIONS"]["pool"]["max_size"] >= 2
+    else:
+        assert db["CONN_MAX_AGE"] > 0
 
 
 # -- deletion reaches open sockets --------------------------------------------------------------
