@@ -45,6 +45,7 @@ bench: install
 	$(BIN)/python -m tests.bench || status=1; \
 	$(BIN)/python -m tests.bench_dashboard || status=1; \
 	$(BIN)/python -m tests.bench_live || status=1; \
+	$(BIN)/python -m tests.bench_handshake || status=1; \
 	exit $$status
 
 clean:
