@@ -50,12 +50,18 @@ def detect(raw: bytes) -> Format:
     """The format of `raw`; ImportFormatError when it fits none or more than one."""
     try:
         body = json.loads(raw)
-    except ValueError:
+    except json.JSONDecodeError as exc:
         if _is_session_file(raw):
             return "claude-code"
+        if raw.lstrip()[:1] in (b"{", b"["):
+            raise ImportFormatError(
+                f"line {exc.lineno}, column {exc.colno}", f"is not valid JSON ({exc.msg})"
+            ) from None
         raise ImportFormatError(
             "body", f"is neither a JSON document nor JSON Lines of a known format (tried {TRIED})"
         ) from None
+    except UnicodeDecodeError as exc:
+        raise ImportFormatError(f"byte {exc.start}", "is not valid UTF-8") from None
     return detect_value(body)
 
 
@@ -68,9 +74,7 @@ def detect_value(body: Any) -> Format:
         raise _unknown("neither an object nor an array")
     if "resourceSpans" in body or any(str(key).startswith("gen_ai.") for key in body):
         return "otel-genai"
-    if body.get("type") in ("user", "assistant", "summary", "system") and SESSION_LINE_KEYS & set(
-        body
-    ):
+    if isinstance(body.get("type"), str) and SESSION_LINE_KEYS & set(body):
         return "claude-code"
     if "messages" not in body and ("input" in body or "instructions" in body):
         return "openai-responses"
