@@ -742,3 +742,64 @@ def _span(
 
 def _export(spans: list[dict[str, Any]]) -> dict[str, Any]:
     return {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}
+
+
+# Rule 4 for request bodies and OTel: each message names its source; the body's other keys
+# are the conversation's metadata.
+
+
+@pytest.mark.parametrize(
+    ("format", "body", "sources", "metadata"),
+    [
+        (
+            "anthropic",
+            {
+                "model": "claude-x",
+                "max_tokens": 5,
+                "system": "S",
+                "messages": [{"role": "user", "content": "u"}],
+            },
+            ["system", "messages[0]"],
+            {"model": "claude-x", "max_tokens": 5},
+        ),
+        (
+            "openai-chat",
+            {
+                "model": "gpt-x",
+                "messages": [
+                    {"role": "system", "content": "S"},
+                    {"role": "user", "content": "u", "name": "ann"},
+                ],
+            },
+            ["messages[0]", "messages[1]"],
+            {"model": "gpt-x"},
+        ),
+        (
+            "openai-responses",
+            {
+                "model": "gpt-x",
+                "store": False,
+                "instructions": "S",
+                "input": [{"role": "user", "content": "u", "id": "msg_1"}],
+            },
+            ["instructions", "input[0]"],
+            {"model": "gpt-x", "store": False},
+        ),
+        (
+            "otel-genai",
+            {
+                "gen_ai.request.model": "m",
+                "gen_ai.system_instructions": [{"type": "text", "content": "S"}],
+                "gen_ai.input.messages": [{"role": "user", "parts": []}],
+            },
+            ["gen_ai.system_instructions", "gen_ai.input.messages[0]"],
+            {"gen_ai.request.model": "m"},
+        ),
+    ],
+)
+def test_provenance_names_each_source_and_keeps_the_request(
+    format: str, body: Any, sources: list[str], metadata: dict[str, Any]
+) -> None:
+    imported = importers.read(dumps(body), format)  # type: ignore[arg-type]
+    assert [m.metadata["source"] for m in imported.messages] == sources
+    assert imported.metadata == metadata

@@ -240,3 +240,43 @@ def test_manage_import_reports_a_bad_file_and_stores_nothing(tmp_path: Path) -> 
         call_command("import", str(bad), stderr=err)
     assert "line 6" in err.getvalue()
     assert counts() == (0, 0, 0)
+
+
+ONE_OF_EACH = [
+    (importdata.request_bodies("anthropic_sdk_tool_result_is_error.json")[-1], "messages[0].role"),
+    (
+        importdata.request_bodies("openai_chat_tool_calls_tool_role_image_url.json")[-1],
+        "messages[0].role",
+    ),
+    (
+        importdata.request_bodies("openai_responses_reasoning_function_call_output.json")[-1],
+        "input[0].role",
+    ),
+    (
+        json.dumps({"gen_ai.input.messages": [{"role": "user", "parts": []}]}).encode(),
+        "gen_ai.input.messages[0].role",
+    ),
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("raw", "where"),
+    ONE_OF_EACH,
+    ids=["anthropic", "openai-chat", "openai-responses", "otel-genai"],
+)
+def test_every_format_is_stored_once_and_a_bad_one_not_at_all(
+    api: ApiClient, raw: bytes, where: str
+) -> None:
+    first = post(api, raw)
+    assert first.status_code == 201
+    before = counts()
+    assert post(api, raw).json()["id"] == first.json()["id"]
+    assert counts() == before
+    body = json.loads(raw)
+    items = body.get("messages") or body.get("input") or body["gen_ai.input.messages"]
+    items[0]["role"] = "robot"
+    broken = post(api, json.dumps(body).encode())
+    assert broken.status_code == 400
+    assert broken.json()["where"] == where
+    assert counts() == before

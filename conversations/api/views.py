@@ -360,23 +360,10 @@ def import_bytes(
     """Read and store one transcript; ApiError (400) names what is wrong with it."""
     if not raw.strip():
         raise ApiError(400, "Request body is empty: send a transcript file.")
-    if format is not None and format not in importers.FORMATS:
-        raise ApiError(
-            400, f"format {format!r} is not one of {', '.join(importers.FORMATS)}.", field="format"
-        )
-    if title is not None and not 1 <= len(title) <= services.IMPORT_TITLE_MAX:
-        raise ApiError(400, "title must be 1 to 500 characters.", field="title")
-    sha256 = hashlib.sha256(raw).hexdigest()
-    earlier = services.import_find(sha256=sha256)
-    if earlier is not None:
-        return earlier
     try:
-        imported = importers.read(raw, format)
+        return services.transcript_import(raw=raw, format=format, title=title, file_name=file_name)
     except importers.ImportFormatError as exc:
         raise ApiError(400, f"The file is not readable: {exc}.", where=exc.where) from None
-    return services.conversation_import(
-        sha256=sha256, imported=imported, title=title, file_name=file_name
-    )
 
 
 def import_answer(request: HttpRequest, outcome: services.ImportOutcome) -> dict[str, Any]:

@@ -326,6 +326,23 @@ class ImportOutcome:
     linked: list[Conversation]
 
 
+def transcript_import(
+    *, raw: bytes, format: str | None, title: str | None, file_name: str | None
+) -> ImportOutcome:
+    """Read a whole transcript file (`format` or detected) and store it as
+    `conversation_import` does; raises ImportFormatError or IngestError naming the problem."""
+    if format is not None and format not in importers.FORMATS:
+        raise IngestError("format", f"{format!r} is not one of {', '.join(importers.FORMATS)}")
+    if title is not None and not 1 <= len(title) <= IMPORT_TITLE_MAX:
+        raise IngestError("title", f"must be 1 to {IMPORT_TITLE_MAX} characters")
+    sha256 = hashlib.sha256(raw).hexdigest()
+    earlier = import_find(sha256=sha256)
+    if earlier is not None:
+        return earlier
+    imported = importers.read(raw, format)
+    return conversation_import(sha256=sha256, imported=imported, title=title, file_name=file_name)
+
+
 def conversation_import(
     *,
     sha256: str,

@@ -8,10 +8,11 @@ lines, then keeps the main chain (SPEC §6 rule 5) and turns sidechains into lin
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
+
+import orjson
 
 from conversations.core.blocks import JSONObject, Role
 from conversations.core.importers import anthropic, common
@@ -240,8 +241,8 @@ def read(lines: Iterable[bytes | str]) -> Imported:
             continue
         where = f"line {number}"
         try:
-            line = json.loads(raw)
-        except ValueError as exc:
+            line = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
             raise ImportFormatError(where, f"is not valid JSON ({exc})") from None
         if not isinstance(line, dict):
             raise ImportFormatError(where, "must be a JSON object")
