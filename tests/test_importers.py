@@ -376,7 +376,7 @@ def test_otel_thinking_blob_and_raw_arguments() -> None:
                     }
                 ]
             },
-            "[image (image/png, in a assistant message): not stored]",
+            "[image (image/png, in an assistant message): not stored]",
         ),
         (
             "anthropic",

@@ -387,7 +387,8 @@ def conversation_import(
                     "linked_from": str(conversation.id),
                     "gaps": part_gaps,
                 }
-                part_title = source.title or f"{chosen} — sidechain {index + 1}"
+                kind = "sidechain" if source.format == "claude-code" else "linked conversation"
+                part_title = source.title or f"{chosen} — {kind} {index + 1}"
                 stored_linked.append(
                     _store(part_title[:IMPORT_TITLE_MAX], part_metadata, part, None)
                 )

@@ -106,7 +106,8 @@ def add_image(
         return
     detail = _detail(block)
     if role != "user":
-        detail = f"{detail}, in a {role} message" if detail else f"in a {role} message"
+        where_in = f"in {common.a_role(role)} message"
+        detail = f"{detail}, {where_in}" if detail else where_in
     builder.gap(message, "image", detail, path, block)
 
 

@@ -263,3 +263,8 @@ def as_role(value: Any, where: str) -> Role:
 
 def compact_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def a_role(role: str) -> str:
+    """`an assistant`, `a user`, `a system`: for gap details."""
+    return f"an {role}" if role[:1] in "aeiou" else f"a {role}"

@@ -140,7 +140,7 @@ def _add_part(builder: Builder, message: ImportedMessage, part: Any, path: str) 
         else:
             detail = common.url_detail(url)
             if message.role != "user":
-                detail += f", in a {message.role} message"
+                detail += f", in {common.a_role(message.role)} message"
             builder.gap(message, "image", detail, path, part)
     elif kind == "input_audio":
         audio = part.get("input_audio")

@@ -204,7 +204,7 @@ def _add_part(builder: Builder, message: ImportedMessage, part: Any, path: str) 
                 common.url_detail(url) if isinstance(url, str) else f"file {part.get('file_id')}"
             )
             if message.role != "user":
-                detail += f", in a {message.role} message"
+                detail += f", in {common.a_role(message.role)} message"
             builder.gap(message, "image", detail, path, part)
     elif kind == "input_file":
         detail = str(part.get("filename") or part.get("file_id") or part.get("file_url") or "")

@@ -248,7 +248,7 @@ def _add_part(builder: Builder, message: ImportedMessage, part: Any, path: str) 
         else:
             detail = mime or str(part.get("modality") or "")
             if message.role != "user" and mime in IMAGE_MEDIA_TYPES:
-                detail += f", in a {message.role} message"
+                detail += f", in {common.a_role(message.role)} message"
             builder.gap(message, str(part.get("modality") or "blob"), detail, path, part)
     elif kind == "uri":
         builder.gap(
