@@ -280,3 +280,29 @@ def test_every_format_is_stored_once_and_a_bad_one_not_at_all(
     assert broken.status_code == 400
     assert broken.json()["where"] == where
     assert counts() == before
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("raw", "where"),
+    [
+        (
+            b'{"messages": [{"role": "user", "content": "a", "content": "b"}]}',
+            "messages[0].content",
+        ),
+        (b'{"model": "claude-x", "max_tokens": 1e400, "messages": []}', "max_tokens"),
+        (
+            b'{"type":"user","uuid":"a","parentUuid":null,'
+            b'"message":{"role":"user","content":"x","role":"user"}}\n'
+            b'{"type":"summary","summary":"t","leafUuid":"a"}',
+            "line 1, message.role",
+        ),
+    ],
+)
+def test_the_json_limits_of_every_body_apply_to_imports(
+    api: ApiClient, raw: bytes, where: str
+) -> None:
+    response = post(api, raw, "?format=anthropic" if raw.startswith(b'{"m') else "")
+    assert response.status_code == 400, response.content
+    assert response.json()["where"] == where
+    assert counts() == (0, 0, 0)

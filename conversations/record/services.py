@@ -32,6 +32,7 @@ from conversations.record.models import (
 from conversations.record.schemas import (
     BLOCK_ADAPTER,
     BlockIn,
+    ConversationIn,
     ImageIn,
     MessageIn,
     ReasoningIn,
@@ -40,7 +41,6 @@ from conversations.record.schemas import (
     ToolUseIn,
     error_sentence,
     image_size,
-    no_nul,
 )
 
 UNKNOWN_TOOL = "unknown"
@@ -436,17 +436,19 @@ def _prepared(imported: importers.Imported) -> tuple[list[MessageIn], list[dict[
             messages.append(MessageIn(role=message.role, blocks=blocks, metadata=message.metadata))
         except ValidationError as exc:
             raise IngestError(f"message {index}", error_sentence(exc)) from None
-    try:
-        no_nul(imported.metadata, "metadata")
-    except ValueError as exc:
-        raise IngestError("metadata", str(exc)) from None
     return messages, gaps
 
 
 def _store(
     title: str, metadata: dict[str, Any], messages: list[MessageIn], digest: str | None
 ) -> Conversation:
-    conversation = Conversation.objects.create(title=title, metadata=metadata, import_sha256=digest)
+    try:  # the source's own top-level keys are in the metadata: SPEC §3's limits apply
+        checked = ConversationIn(title=title, metadata=metadata)
+    except ValidationError as exc:
+        raise IngestError("metadata", error_sentence(exc)) from None
+    conversation = Conversation.objects.create(
+        title=checked.title, metadata=checked.metadata, import_sha256=digest
+    )
     events.publish_on_commit(
         {"type": "conversation.created", "conversation_id": str(conversation.id)}
     )

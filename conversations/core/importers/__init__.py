@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
+from conversations.core import strictjson
 from conversations.core.importers import (
     anthropic,
     claude_code,
@@ -63,11 +64,18 @@ def read_lines(lines: Iterable[bytes]) -> Imported:
 
 
 def parse_json(raw: bytes) -> object:
+    """One JSON document under SPEC §3's limits (depth, duplicate keys, exact numbers)."""
     try:
-        return json.loads(raw)
+        return strictjson.loads(raw)
+    except strictjson.StrictJSONError as exc:
+        if exc.path or not exc.reason.startswith("is not valid JSON"):
+            raise ImportFormatError(exc.field, exc.reason) from None
+    try:  # a syntax error: name its line and column
+        json.loads(raw)
     except json.JSONDecodeError as exc:
         raise ImportFormatError(
             f"line {exc.lineno}, column {exc.colno}", f"is not valid JSON ({exc.msg})"
         ) from None
     except UnicodeDecodeError as exc:
         raise ImportFormatError(f"byte {exc.start}", "is not valid UTF-8") from None
+    raise ImportFormatError("body", "is not valid JSON")  # pragma: no cover

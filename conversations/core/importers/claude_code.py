@@ -12,8 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-import orjson
-
+from conversations.core import strictjson
 from conversations.core.blocks import JSONObject, Role
 from conversations.core.importers import anthropic, common
 from conversations.core.importers.common import (
@@ -241,9 +240,10 @@ def read(lines: Iterable[bytes | str]) -> Imported:
             continue
         where = f"line {number}"
         try:
-            line = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise ImportFormatError(where, f"is not valid JSON ({exc})") from None
+            line = strictjson.loads(raw)
+        except strictjson.StrictJSONError as exc:
+            at = f"{where}, {exc.path}" if exc.path else where
+            raise ImportFormatError(at, exc.reason) from None
         if not isinstance(line, dict):
             raise ImportFormatError(where, "must be a JSON object")
         total += 1
