@@ -803,3 +803,33 @@ def test_provenance_names_each_source_and_keeps_the_request(
     imported = importers.read(dumps(body), format)  # type: ignore[arg-type]
     assert [m.metadata["source"] for m in imported.messages] == sources
     assert imported.metadata == metadata
+
+
+def test_the_sdk_types_accept_what_the_importer_must_still_mark() -> None:
+    # Why the importers dispatch on `type` themselves: the SDK's request types take an
+    # unknown block and drop keys, so they serve as a check, never as the parser.
+    from anthropic.types import MessageParam
+    from pydantic import TypeAdapter
+
+    messages = [{"role": "user", "content": [{"type": "bogus", "secret": 1}]}]
+    TypeAdapter(list[MessageParam]).validate_python(messages)  # no error
+    imported = importers.read(dumps({"messages": messages}), "anthropic")
+    (block,) = imported.messages[0].blocks
+    assert block["text"] == "[bogus: not stored]"
+    assert block["origin"] == {"type": "bogus", "secret": 1}
+    assert [g.kind for g in imported.gaps] == ["bogus"]
+
+
+@pytest.mark.parametrize(
+    "name", [n for n, f in importdata.REQUEST_FILES.items() if f == "anthropic"]
+)
+def test_real_anthropic_bodies_pass_the_sdk_check_and_import_whole(name: str) -> None:
+    from anthropic.types import MessageParam
+    from pydantic import TypeAdapter
+
+    for raw in importdata.request_bodies(name):
+        body = json.loads(raw)
+        TypeAdapter(list[MessageParam]).validate_python(body["messages"])
+        imported = importers.read(raw, "anthropic")
+        sources = len(body["messages"]) + (1 if body.get("system") else 0)
+        assert len(imported.messages) == sources

@@ -375,6 +375,7 @@ def import_answer(request: HttpRequest, outcome: services.ImportOutcome) -> dict
         "messages": outcome.messages,
         "blocks": outcome.blocks,
         "gaps": outcome.gaps,
+        "stats": (conversation.metadata.get("import") or {}).get("stats", {}),
         "linked": [
             {"id": str(c.id), "title": c.title, "url": _url(request, c)} for c in outcome.linked
         ],
