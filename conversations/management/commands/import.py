@@ -43,7 +43,7 @@ class Command(BaseCommand):
             raise CommandError(f"{failed} of {len(files)} files were not imported.")
 
     def _one(self, path: Path, format: Any, title: str | None) -> services.ImportOutcome:
-        with path.open("rb") as file:
+        with path.open("rb") as file, services.gc_paused():
             if format == "claude-code" or (format is None and _is_jsonl(file)):
                 digest = hashlib.sha256()
                 imported = importers.read_lines(_hashed_lines(file, digest))
