@@ -306,3 +306,37 @@ def test_the_json_limits_of_every_body_apply_to_imports(
     assert response.status_code == 400, response.content
     assert response.json()["where"] == where
     assert counts() == (0, 0, 0)
+
+
+def test_an_import_announces_its_conversation_once_after_commit(transactional_db: None) -> None:
+    from asgiref.sync import async_to_sync, sync_to_async
+    from channels.layers import channel_layers
+
+    from conversations.record import events, services
+    from tests.test_events import Member
+
+    def load() -> Any:
+        return services.transcript_import(
+            raw=COMPACT.read_bytes(), format=None, title=None, file_name=None
+        )
+
+    async def body() -> None:
+        listener = await Member.join(events.LIST_GROUP)
+        cid = str((await sync_to_async(load)()).conversation.id)
+        assert await listener.next() == {"type": "conversation.created", "conversation_id": cid}
+        added = await listener.next()
+        assert added == {
+            "type": "conversation.message_added",
+            "conversation_id": cid,
+            "message_seq": 8,
+            "block_count": 1,
+        }
+        assert await listener.nothing()
+        await sync_to_async(load)()  # the same bytes: nothing stored, nothing announced
+        assert await listener.nothing()
+
+    channel_layers.backends = {}
+    try:
+        async_to_sync(body)()
+    finally:
+        channel_layers.backends = {}
