@@ -3,6 +3,7 @@ from django.urls import path
 from conversations.api import views
 
 urlpatterns = [
+    path("api/imports", views.imports, name="api-imports"),
     path("api/conversations", views.conversations, name="api-conversations"),
     path("api/conversations/<str:conversation_id>", views.conversation, name="api-conversation"),
     path(

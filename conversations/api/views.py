@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import BaseModel, ValidationError
 
-from conversations.core import strictjson
+from conversations.core import importers, strictjson
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.record import selectors, services
 from conversations.record.models import ApiToken, Conversation, IdempotentResponse
@@ -341,3 +341,45 @@ def replay_payload(request: HttpRequest, conversation_id: str) -> HttpResponse:
     options = replay_options(request)
     body = selectors.replay_json(found, vision=options.vision, shape=options.shape)
     return HttpResponse(body, content_type="application/json")
+
+
+@api("POST")
+def imports(request: HttpRequest) -> HttpResponse:
+    """A transcript file as the body (SPEC §6): 201 with the new conversation, or 200 with
+    the one these same bytes made before; a malformed file is a 400 naming line or path."""
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        raise _too_big() from None
+    outcome = import_bytes(
+        raw, request.GET.get("format") or None, request.GET.get("title"), request.GET.get("name")
+    )
+    return json_response(import_answer(request, outcome), status=201 if outcome.created else 200)
+
+
+def import_bytes(
+    raw: bytes, format: str | None, title: str | None, file_name: str | None
+) -> services.ImportOutcome:
+    """Read and store one transcript; ApiError (400) names what is wrong with it."""
+    if not raw.strip():
+        raise ApiError(400, "Request body is empty: send a transcript file.")
+    try:
+        return services.transcript_import(raw=raw, format=format, title=title, file_name=file_name)
+    except importers.ImportFormatError as exc:
+        raise ApiError(400, f"The file is not readable: {exc}.", where=exc.where) from None
+
+
+def import_answer(request: HttpRequest, outcome: services.ImportOutcome) -> dict[str, Any]:
+    conversation = outcome.conversation
+    return {
+        "id": str(conversation.id),
+        "title": conversation.title,
+        "url": _url(request, conversation),
+        "messages": outcome.messages,
+        "blocks": outcome.blocks,
+        "gaps": outcome.gaps,
+        "stats": (conversation.metadata.get("import") or {}).get("stats", {}),
+        "linked": [
+            {"id": str(c.id), "title": c.title, "url": _url(request, c)} for c in outcome.linked
+        ],
+    }

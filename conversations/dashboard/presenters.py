@@ -64,6 +64,8 @@ class MessageView:
     text: str | None  # the wire content when it is one string
     parts: list[PartView] = field(default_factory=list)
     folded: bool = False
+    provenance: str = ""  # model, tokens in/out, stop reason, source time (imports)
+    boundary: str = ""  # a compaction boundary before this message, described
 
     @property
     def anchor(self) -> str:
@@ -142,9 +144,97 @@ def message_views(
                 text=content if isinstance(content, str) else None,
                 parts=parts,
                 folded=isinstance(content, str) and folds(content),
+                provenance=provenance(row.metadata),
+                boundary=boundary(row.metadata),
             )
         )
     return views
+
+
+def provenance(metadata: dict[str, Any]) -> str:
+    """A message's source provenance in one line: model, tokens in/out, stop reason, time."""
+    usage = metadata.get("usage") if isinstance(metadata.get("usage"), dict) else {}
+    assert isinstance(usage, dict)
+    tokens_in = usage.get("input_tokens", usage.get("prompt_tokens"))
+    tokens_out = usage.get("output_tokens", usage.get("completion_tokens"))
+    tokens_in = metadata.get("gen_ai.usage.input_tokens", tokens_in)
+    tokens_out = metadata.get("gen_ai.usage.output_tokens", tokens_out)
+    model = (
+        metadata.get("model")
+        or metadata.get("gen_ai.response.model")
+        or metadata.get("gen_ai.request.model")
+    )
+    stop = metadata.get("stop_reason") or metadata.get("finish_reason")
+    parts = []
+    if model:
+        parts.append(str(model))
+    if tokens_in is not None or tokens_out is not None:
+        parts.append(f"tokens in {tokens_in if tokens_in is not None else '?'} / out "
+                     f"{tokens_out if tokens_out is not None else '?'}")  # fmt: skip
+    if stop:
+        parts.append(f"stop: {stop}")
+    if metadata.get("timestamp"):
+        parts.append(f"source time {metadata['timestamp']}")
+    return " · ".join(parts)
+
+
+def boundary(metadata: dict[str, Any]) -> str:
+    marker = metadata.get("compact_boundary")
+    if not isinstance(marker, dict):
+        return ""
+    words = ["Compacted here"]
+    if marker.get("trigger"):
+        words.append(f"({marker['trigger']})")
+    if marker.get("preTokens"):
+        words.append(f"from {marker['preTokens']} tokens")
+    return " ".join(words) + ": the model receives what follows"
+
+
+GAPS_SHOWN = 50
+
+
+@dataclass(frozen=True)
+class GapView:
+    text: str
+    url: str  # the deep link to the marked block's message, when it has one
+
+
+def import_view(conversation: Conversation) -> dict[str, Any] | None:
+    """What an imported conversation's page says about its source: the format and file,
+    the gaps (the first GAPS_SHOWN, with the total), and conversations linked to it."""
+    metadata = conversation.metadata if isinstance(conversation.metadata, dict) else {}
+    source = metadata.get("import")
+    if not isinstance(source, dict):
+        return None
+    gaps = metadata.get("gaps") if isinstance(metadata.get("gaps"), list) else []
+    assert isinstance(gaps, list)
+    views = []
+    for gap in gaps[:GAPS_SHOWN]:
+        if not isinstance(gap, dict):
+            continue
+        text = (
+            f"{gap.get('kind')}: {gap.get('detail')}" if gap.get("detail") else str(gap.get("kind"))
+        )
+        if gap.get("where"):
+            text += f" ({gap['where']})"
+        seq = gap.get("message")
+        views.append(GapView(text, f"#m-{seq}" if isinstance(seq, int) else ""))
+    linked_ids = [str(i) for i in (metadata.get("linked") or [])][:GAPS_SHOWN]
+    parent = metadata.get("linked_from")
+    links = [{"url": reverse("conversation", args=[i]), "label": "sidechain"} for i in linked_ids]
+    if isinstance(parent, str):
+        links.insert(
+            0, {"url": reverse("conversation", args=[parent]), "label": "main conversation"}
+        )
+    return {
+        "format": source.get("format"),
+        "file_name": source.get("file_name"),
+        "gaps": views,
+        "gaps_total": len(gaps),
+        "gaps_more": max(0, len(gaps) - GAPS_SHOWN),
+        "partial_payload": source.get("format") == "claude-code",
+        "links": links,
+    }
 
 
 def query(**params: Any) -> str:
@@ -184,6 +274,7 @@ def conversation_page(
             else ""
         ),
         "first_seq": first,
+        "imported": import_view(conversation),
         "toggles": [
             toggle("Vision on", detail, options | {"vision": 1}, vision),
             toggle("Vision off", detail, options | {"vision": 0}, not vision),

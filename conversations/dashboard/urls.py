@@ -4,6 +4,7 @@ from conversations.dashboard import views
 
 urlpatterns = [
     path("", views.conversation_list, name="conversation-list"),
+    path("imports", views.import_file, name="dashboard-import"),
     path("c/<str:conversation_id>/", views.conversation_detail, name="conversation"),
     path(
         "c/<str:conversation_id>/messages",

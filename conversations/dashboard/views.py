@@ -6,20 +6,22 @@ import base64
 import functools
 from collections.abc import Callable
 from typing import Any, TypeAlias
+from urllib.parse import unquote
 
 from django.contrib.auth.decorators import login_required, permission_required
+from django.core.exceptions import RequestDataTooBig
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url
 from django_htmx.middleware import HtmxDetails
 
-from conversations.core import replay
+from conversations.core import importers, replay
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.dashboard import presenters, sockets
-from conversations.record import selectors
+from conversations.record import selectors, services
 from conversations.record.models import Conversation
 
 View: TypeAlias = Callable[..., HttpResponse]
@@ -78,6 +80,7 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
         "rows": presenters.conversation_rows(list(page)),
         # Only the first unfiltered page moves with live activity.
         "live": page.number == 1 and not q,
+        "can_import": request.user.has_perm(ADD_PERMISSION),
         "socket_url": sockets.list_socket_url(),
     }
     partial = request.htmx and not request.htmx.history_restore_request
@@ -154,3 +157,39 @@ def block_image(request: HttpRequest, conversation_id: str, seq: int, block: int
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     response["Cache-Control"] = "private, max-age=86400, immutable"
     return response
+
+
+ADD_PERMISSION = "conversations.add_conversation"
+
+
+@require_POST
+@login_required
+@permission_required(ADD_PERMISSION, raise_exception=True)
+def import_file(request: HttpRequest) -> HttpResponse:
+    """The list page's file drop: the file is the body (CSRF-protected, session signed in,
+    add_conversation); answers JSON like POST /api/imports (no markup, nothing echoed)."""
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        return JsonResponse({"error": "The file is over the upload limit."}, status=413)
+    name = unquote(request.headers.get("X-File-Name", ""))[:255] or None
+    if not raw.strip():
+        return JsonResponse({"error": "The file is empty."}, status=400)
+    try:
+        outcome = services.transcript_import(
+            raw=raw, format=request.GET.get("format") or None, title=None, file_name=name
+        )
+    except (importers.ImportFormatError, services.IngestError) as exc:
+        return JsonResponse({"error": f"The file is not readable: {exc}."}, status=400)
+    conversation = outcome.conversation
+    return JsonResponse(
+        {
+            "id": str(conversation.id),
+            "url": conversation.get_absolute_url(),
+            "messages": outcome.messages,
+            "blocks": outcome.blocks,
+            "gaps": len(outcome.gaps),
+            "created": outcome.created,
+        },
+        status=201 if outcome.created else 200,
+    )

@@ -33,6 +33,11 @@ class Conversation(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     # The number of messages, which is also the next message's seq.
     message_count = models.PositiveIntegerField(default=0, editable=False)
+    # SHA-256 of the transcript this conversation was imported from (SPEC §6 rule 6): unique,
+    # so the same bytes imported again find this conversation and store nothing.
+    import_sha256 = models.CharField(
+        max_length=64, null=True, blank=True, unique=True, editable=False
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True, db_index=True)
 

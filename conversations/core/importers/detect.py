@@ -1,0 +1,143 @@
+"""Which format a source is, from its content (SPEC §6): JSON Lines of session lines is
+`claude-code`; a JSON body is told apart by its keys. Ambiguous or unknown → an error
+naming the formats tried."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from conversations.core.importers.common import FORMATS, Format, ImportFormatError
+
+TRIED = ", ".join(FORMATS)
+ANTHROPIC_KEYS = {
+    "system",
+    "anthropic_version",
+    "stop_sequences",
+    "top_k",
+    "thinking",
+    "mcp_servers",
+    "container",
+}
+OPENAI_KEYS = {
+    "n",
+    "response_format",
+    "max_completion_tokens",
+    "logprobs",
+    "frequency_penalty",
+    "presence_penalty",
+    "parallel_tool_calls",
+    "reasoning_effort",
+    "modalities",
+    "audio",
+    "prediction",
+    "seed",
+}
+ANTHROPIC_BLOCKS = {
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "document",
+    "server_tool_use",
+    "image",
+}
+OPENAI_PARTS = {"image_url", "input_audio", "refusal", "file"}
+SESSION_LINE_KEYS = {"uuid", "parentUuid", "sessionId", "leafUuid", "messageId"}
+
+
+def detect(raw: bytes) -> Format:
+    """The format of `raw`; ImportFormatError when it fits none or more than one."""
+    try:
+        body = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        if _is_session_file(raw):
+            return "claude-code"
+        if raw.lstrip()[:1] in (b"{", b"["):
+            raise ImportFormatError(
+                f"line {exc.lineno}, column {exc.colno}", f"is not valid JSON ({exc.msg})"
+            ) from None
+        raise ImportFormatError(
+            "body", f"is neither a JSON document nor JSON Lines of a known format (tried {TRIED})"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise ImportFormatError(f"byte {exc.start}", "is not valid UTF-8") from None
+    return detect_value(body)
+
+
+def detect_value(body: Any) -> Format:
+    if isinstance(body, list):
+        if body and all(isinstance(m, dict) and "parts" in m and "role" in m for m in body):
+            return "otel-genai"
+        raise _unknown("an array that is not a list of GenAI messages")
+    if not isinstance(body, dict):
+        raise _unknown("neither an object nor an array")
+    if "resourceSpans" in body or any(str(key).startswith("gen_ai.") for key in body):
+        return "otel-genai"
+    if isinstance(body.get("type"), str) and SESSION_LINE_KEYS & set(body):
+        return "claude-code"
+    if "messages" not in body and ("input" in body or "instructions" in body):
+        return "openai-responses"
+    if "messages" not in body:
+        raise _unknown("an object without `messages`, `input` or GenAI attributes")
+    anthropic, openai = _evidence(body)
+    if anthropic and not openai:
+        return "anthropic"
+    if openai and not anthropic:
+        return "openai-chat"
+    model = str(body.get("model", ""))
+    if not anthropic and not openai:
+        if model.startswith("claude"):
+            return "anthropic"
+        if model.startswith(("gpt", "o1", "o3", "o4", "chatgpt")):
+            return "openai-chat"
+    raise ImportFormatError(
+        "body",
+        f"could be anthropic or openai-chat (tried {TRIED}); name it with ?format= (--format)",
+    )
+
+
+def _evidence(body: dict[str, Any]) -> tuple[bool, bool]:
+    anthropic = bool(ANTHROPIC_KEYS & set(body))
+    openai = bool(OPENAI_KEYS & set(body))
+    for tool in body.get("tools") or []:
+        if isinstance(tool, dict):
+            anthropic |= "input_schema" in tool or str(tool.get("type", "")).startswith(
+                ("web_", "code_", "bash_", "text_editor", "computer_")
+            )
+            openai |= "function" in tool
+    for message in body.get("messages") or []:
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
+        openai |= role in ("system", "developer", "tool", "function")
+        openai |= "tool_calls" in message or "tool_call_id" in message or "function_call" in message
+        content = message.get("content")
+        if isinstance(content, list):
+            for part in content:
+                kind = part.get("type") if isinstance(part, dict) else None
+                anthropic |= kind in ANTHROPIC_BLOCKS and not (
+                    kind == "image" and "image_url" in part
+                )
+                openai |= kind in OPENAI_PARTS
+    return anthropic, openai
+
+
+def _is_session_file(raw: bytes) -> bool:
+    """Every non-blank line among the first few is a JSON object of a session line."""
+    seen = 0
+    for line in raw.splitlines()[:20]:
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError:
+            return seen > 0  # a bad line later is the importer's error to name
+        if not isinstance(value, dict) or "type" not in value:
+            return False
+        seen += 1
+    return seen > 0
+
+
+def _unknown(what: str) -> ImportFormatError:
+    return ImportFormatError("body", f"is {what}: not a known format (tried {TRIED})")
