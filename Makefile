@@ -39,13 +39,14 @@ test-postgres: install
 		DATABASE_URL="$$url" $(BIN)/pytest; \
 	fi
 
-# Each prints its figures against the issues' targets; all three run even if one misses.
+# Each prints its figures against the issues' targets; all four run even if one misses.
 bench: install
 	@status=0; \
 	$(BIN)/python -m tests.bench || status=1; \
 	$(BIN)/python -m tests.bench_dashboard || status=1; \
 	$(BIN)/python -m tests.bench_live || status=1; \
 	$(BIN)/python -m tests.bench_handshake || status=1; \
+	$(BIN)/python -m tests.bench_context || status=1; \
 	exit $$status
 
 clean:

@@ -280,13 +280,10 @@ class PayloadCount:
     messages: tuple[MessageCount, ...]
     overhead: int
     total: int
+    kinds: dict[CountKind, int]
 
     def by_kind(self) -> dict[CountKind, int]:
-        totals: dict[CountKind, int] = dict.fromkeys(COUNT_KINDS, 0)
-        for m in self.messages:
-            for kind, n in m.by_kind.items():
-                totals[kind] += n
-        return totals
+        return dict(self.kinds)
 
 
 def payload_count(messages: Sequence[StoredMessage], *, vision: bool, shape: Shape) -> PayloadCount:
@@ -296,7 +293,11 @@ def payload_count(messages: Sequence[StoredMessage], *, vision: bool, shape: Sha
 
 def total_of(counted: Sequence[MessageCount], shape: Shape) -> PayloadCount:
     overhead = REQUEST_OVERHEAD[shape]
-    return PayloadCount(tuple(counted), overhead, overhead + sum(m.tokens for m in counted))
+    kinds: dict[CountKind, int] = dict.fromkeys(COUNT_KINDS, 0)
+    for m in counted:
+        for kind, n in m.by_kind.items():
+            kinds[kind] += n
+    return PayloadCount(tuple(counted), overhead, overhead + sum(m.tokens for m in counted), kinds)
 
 
 # Measured usage (message metadata, SPEC §6.4), beside the estimate.

@@ -71,6 +71,8 @@ class Counted:
 blocks_cache: LRU[tuple[Any, ...], int] = LRU(BLOCK_CACHE_SIZE)
 # (conversation, message seq, block count, vision, shape) → Counted
 messages_cache: LRU[tuple[Any, ...], Counted] = LRU(MESSAGE_CACHE_SIZE)
+# (conversation, message count, block total, toggles, overrides, trigger) → Pressure
+pressure_cache: LRU[tuple[Any, ...], Pressure] = LRU(256)
 stats = {"blocks_counted": 0}
 
 
@@ -150,11 +152,29 @@ def pressure(
     *,
     query: dict[str, str] | None = None,
     policy: Policy | None = None,
+    total_blocks: int | None = None,
 ) -> Pressure:
     """The pressure of the whole conversation for these toggles; `query` may override the
-    model and the window (OptionError on a bad value)."""
+    model and the window (OptionError on a bad value). Append-only: (message count, block
+    total) names the record's state, so a page of an unchanged record reuses its answer
+    (`total_blocks`: `selectors.block_total`, when the caller has just read it)."""
+    query = query or {}
+    if total_blocks is None:
+        total_blocks = selectors.block_total(conversation)
+    trigger = policy.trigger if policy is not None and policy.name == "clear_tool_uses" else 0
+    state = (
+        conversation.id, conversation.message_count, total_blocks,
+        options, tuple(sorted(query.items())), trigger,
+        repr([conversation.metadata.get(k) for k in ("model", "context_window")]),
+    )  # fmt: skip
+    found = pressure_cache.get(state)
+    if found is not None:
+        return found
     counted = message_counts(conversation, options)
-    return _pressure(conversation, options, counted, query or {}, policy)
+    result = _pressure(conversation, options, counted, query, policy)
+    if len(counted) == conversation.message_count:  # not raced by an append meanwhile
+        pressure_cache.put(state, result)
+    return result
 
 
 def _pressure(
