@@ -81,15 +81,32 @@ def text_diff(left: str, right: str) -> tuple[Segment, ...]:
     if len(a) > WORD_DIFF_LIMIT or len(b) > WORD_DIFF_LIMIT:
         a, b = left.splitlines(keepends=True), right.splitlines(keepends=True)
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    segments: list[Segment] = []
+    # Runs of changes separated only by whitespace read as one change: merge them, so a
+    # replaced sentence is one deletion and one insertion, not a word-by-word interleave.
+    runs: list[tuple[str, str, str]] = []  # (op, left text, right text)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            segments.append(Segment("equal", "".join(a[i1:i2])))
+        left_text, right_text = "".join(a[i1:i2]), "".join(b[j1:j2])
+        op = "equal" if tag == "equal" else "change"
+        runs.append((op, left_text, right_text))
+    merged: list[tuple[str, str, str]] = []
+    for k, (op, left_text, right_text) in enumerate(runs):
+        between = 0 < k < len(runs) - 1 and (not left_text.strip())
+        if op == "equal" and between:
+            op = "change"
+        if merged and merged[-1][0] == op == "change":
+            _, l0, r0 = merged.pop()
+            merged.append(("change", l0 + left_text, r0 + right_text))
+        else:
+            merged.append((op, left_text, right_text))
+    segments: list[Segment] = []
+    for op, left_text, right_text in merged:
+        if op == "equal":
+            segments.append(Segment("equal", left_text))
             continue
-        if i2 > i1:
-            segments.append(Segment("delete", "".join(a[i1:i2])))
-        if j2 > j1:
-            segments.append(Segment("insert", "".join(b[j1:j2])))
+        if left_text:
+            segments.append(Segment("delete", left_text))
+        if right_text:
+            segments.append(Segment("insert", right_text))
     return tuple(segments)
 
 
