@@ -1,5 +1,5 @@
 """The pressure view, the compaction preview and the projection diff pages (SPEC §7):
-their numbers equal the API's, every policy change is marked, bad input is a plain 400."""
+their numbers equal the API's, every policy change is marked, bad input is an escaped 400."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def test_the_policy_form_ignores_fields_of_other_policies(operator_client, agent
         {"from": "x"},
     ],  # fmt: skip
 )
-def test_bad_input_is_a_plain_400(operator_client, agent, query) -> None:
+def test_bad_input_is_an_escaped_400(operator_client, agent, query) -> None:
     for path in (f"/c/{agent}/context", f"/c/{agent}/diff", f"/c/{agent}/"):
         if path.endswith(f"{agent}/") and ("compact" in query or "from" in query):
             continue  # the conversation page takes neither
@@ -114,7 +114,8 @@ def test_bad_input_is_a_plain_400(operator_client, agent, query) -> None:
             continue  # a diff counts no tokens
         response = operator_client.get(path, query)
         assert response.status_code == 400, (path, query)
-        assert response["Content-Type"].startswith("text/plain")
+        body = response.content.decode()
+        assert "<b>" not in body and "<i>" not in body  # quoted input is escaped
 
 
 def test_the_diff_aligns_vision_on_against_off(operator_client, agent) -> None:

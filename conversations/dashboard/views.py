@@ -68,11 +68,6 @@ def _options(view: View) -> View:
     return wrapper
 
 
-def plain_bad_request(message: str) -> HttpResponse:
-    """A 400 as text: the message may quote the query, which must never become markup."""
-    return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
-
-
 def view_query(request: HttpRequest) -> dict[str, str]:
     """The pressure view's overrides, `?model=` and `?window=` (validated where used)."""
     return {k: request.GET[k] for k in ("model", "window") if k in request.GET}
@@ -112,7 +107,7 @@ def conversation_detail(
             view=view_query(request),
         )  # fmt: skip
     except OptionError as exc:
-        return plain_bad_request(exc.message)
+        return bad_request(request, exc.message)
     if request.htmx and not request.htmx.history_restore_request:
         response = render(request, "conversations/detail.html#conversation", context)
         return push_url(response, context["self_url"])
@@ -140,7 +135,7 @@ def earlier_messages(
             view=view_query(request),
         )  # fmt: skip
     except OptionError as exc:
-        return plain_bad_request(exc.message)
+        return bad_request(request, exc.message)
     return render(request, "conversations/detail.html#window", context)
 
 
@@ -156,7 +151,7 @@ def replay_download(
     try:
         policy = Policy.from_query(request.GET)
     except OptionError as exc:
-        return plain_bad_request(exc.message)
+        return bad_request(request, exc.message)
     if policy is None:
         body = selectors.replay_json(conversation, vision=vision, shape=shape)
     else:
@@ -234,7 +229,7 @@ def conversation_context(
             start=_start(params),
         )
     except OptionError as exc:
-        return plain_bad_request(exc.message)
+        return bad_request(request, exc.message)
     return render(request, "conversations/context.html", context)
 
 
@@ -254,7 +249,7 @@ def conversation_diff(
              "shape": params.get("b_shape", shape)}
         )  # fmt: skip
     except OptionError as exc:
-        return plain_bad_request(exc.message.replace(exc.field, "b_" + exc.field, 1))
+        return bad_request(request, exc.message.replace(exc.field, "b_" + exc.field, 1))
     other = params.get("b_conversation")
     right_conversation = _conversation(other) if other else conversation
     try:
@@ -269,5 +264,5 @@ def conversation_diff(
         )  # fmt: skip
         context = presenters.diff_page(left, right, start=_start(params) or 0, here_query=params)
     except OptionError as exc:
-        return plain_bad_request(exc.message)
+        return bad_request(request, exc.message)
     return render(request, "conversations/diff.html", context)
