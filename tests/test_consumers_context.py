@@ -10,22 +10,25 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.test import Client
 
-from tests.test_consumers import (  # noqa: F401 (fixtures)
+from tests import test_consumers as live
+from tests.test_consumers import (
     add_block,
     append,
     create,
-    fresh_channel_layer,
     frame,
     in_loop,
-    operator,
     page,
-    plain_static_storage,
     refused,
     socket,
     text,
     tool_result,
     tool_use,
 )
+
+# The live tests' fixtures: a fresh in-memory layer, plain static files, an operator.
+fresh_channel_layer = live.fresh_channel_layer
+plain_static_storage = live.plain_static_storage
+operator = live.operator
 
 PRESSURE = re.compile(r'<section id="pressure".*?</section>', re.S)
 
