@@ -58,24 +58,20 @@ class PartView:
 
 @dataclass(frozen=True)
 class TokensView:
-    """A message's margin count: its tokens, the running total, and measured usage."""
+    """A message's margin count and what its metadata measured. Only what depends on this
+    message alone: a live frame re-renders a message when it grows, not when an earlier
+    one does (running totals and the input estimate live in the pressure header)."""
 
     tokens: int
-    cumulative: int
     detail: str  # by kind and framing, for the title
-    usage: str  # "measured 1,234 in (×1.10) · 56 out (×0.98)", or ""
-    trigger: bool  # the compaction trigger is reached at this message
+    usage: str  # "measured 1,234 in · 56 out (×0.98 of ≈57)", or ""
 
     @property
     def label(self) -> str:
         return f"≈{self.tokens:,} tokens"
 
-    @property
-    def running(self) -> str:
-        return f"Σ ≈{self.cumulative:,}"
 
-
-def tokens_view(counted: counts.Counted, cumulative: int, before: int, trigger: bool) -> TokensView:
+def tokens_view(counted: counts.Counted) -> TokensView:
     c = counted.count
     parts = [f"{tokens.KIND_LABELS[k]} {n:,}" for k, n in c.by_kind.items()]
     parts.append(f"framing {c.framing:,}")
@@ -83,16 +79,28 @@ def tokens_view(counted: counts.Counted, cumulative: int, before: int, trigger: 
     if counted.usage is not None:
         said = []
         if counted.usage.input is not None:
-            r = tokens.ratio(counted.usage.input, before)
-            said.append(
-                f"{counted.usage.input:,} in" + (f" (×{r:.2f} of ≈{before:,})" if r else "")
-            )
+            said.append(f"{counted.usage.input:,} in")
         if counted.usage.output is not None:
             out = c.tokens - c.framing
             r = tokens.ratio(counted.usage.output, out)
-            said.append(f"{counted.usage.output:,} out" + (f" (×{r:.2f})" if r else ""))
+            said.append(f"{counted.usage.output:,} out" + (f" (×{r:.2f} of ≈{out:,})" if r else ""))
         usage = "measured " + " · ".join(said)
-    return TokensView(c.tokens, cumulative, " · ".join(parts), usage, trigger)
+    return TokensView(c.tokens, " · ".join(parts), usage)
+
+
+def measured_input(p: counts.Pressure) -> str:
+    """The latest turn whose usage measured its input, beside the estimate of that input
+    (everything before the message, plus the request overhead)."""
+    for i in range(len(p.messages) - 1, -1, -1):
+        usage = p.messages[i].usage
+        if usage is not None and usage.input is not None:
+            estimate = p.cumulative[i - 1] if i > 0 else p.payload.overhead
+            r = tokens.ratio(usage.input, estimate)
+            return (
+                f"measured input of #{p.messages[i].seq}: {usage.input:,} tokens vs ≈{estimate:,}"
+                + (f" estimated (×{r:.2f})" if r else " estimated")
+            )
+    return ""
 
 
 @dataclass(frozen=True)
@@ -131,6 +139,7 @@ class PressureView:
     trigger: int
     trigger_x: int | None
     trigger_seq: int | None
+    measured: str
     total_messages: int
     total_blocks: int
 
@@ -187,6 +196,7 @@ def pressure_view(p: counts.Pressure, total_blocks: int) -> PressureView:
         trigger=p.trigger,
         trigger_x=round(p.trigger * BAR / scale) if p.trigger <= scale else None,
         trigger_seq=p.trigger_seq,
+        measured=measured_input(p),
         total_messages=len(p.messages),
         total_blocks=total_blocks,
     )
@@ -202,9 +212,7 @@ def margin_counts(p: counts.Pressure, seqs: Collection[int]) -> dict[int, Tokens
             i = next((k for k, c in enumerate(p.messages) if c.seq == seq), None)
         if i is None:
             continue
-        before = p.cumulative[i - 1] if i > 0 else p.payload.overhead
-        counted = p.messages[i]
-        out[seq] = tokens_view(counted, p.cumulative[i], before, seq == p.trigger_seq)
+        out[seq] = tokens_view(p.messages[i])
     return out
 
 
