@@ -72,7 +72,7 @@ blocks_cache: LRU[tuple[Any, ...], int] = LRU(BLOCK_CACHE_SIZE)
 # (conversation, message seq, block count, vision, shape) → Counted
 messages_cache: LRU[tuple[Any, ...], Counted] = LRU(MESSAGE_CACHE_SIZE)
 # (conversation, message count, block total, toggles, overrides, trigger) → Pressure
-pressure_cache: LRU[tuple[Any, ...], Pressure] = LRU(256)
+pressure_cache: LRU[tuple[Any, ...], Pressure] = LRU(32)
 stats = {"blocks_counted": 0}
 
 
