@@ -39,7 +39,7 @@ test-postgres: install
 		DATABASE_URL="$$url" $(BIN)/pytest; \
 	fi
 
-# Each prints its figures against the issues' targets; all four run even if one misses.
+# Each prints its figures against the issues' targets; all run even if one misses.
 bench: install
 	@status=0; \
 	$(BIN)/python -m tests.bench || status=1; \
