@@ -142,7 +142,8 @@
   }
 
   function applyTotals(node) {
-    var totals = document.getElementById("totals");
+    // #totals and #pressure: swapped in only when they count more than the page shows.
+    var totals = document.getElementById(node.id);
     if (!totals) { return; }
     var newer = parseInt(node.getAttribute("data-messages"), 10) >
       parseInt(totals.getAttribute("data-messages"), 10) ||
@@ -208,7 +209,7 @@
     Array.prototype.slice.call(template.content.children).forEach(function (node) {
       if (node.classList.contains("message")) {
         if (applyMessage(node)) { added += 1; }
-      } else if (node.id === "totals") {
+      } else if (node.id === "totals" || node.id === "pressure") {
         applyTotals(node);
       } else if (node.classList.contains("row")) {
         applyRow(node);

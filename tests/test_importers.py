@@ -568,7 +568,7 @@ def test_claude_code_compact_boundary_is_a_marker_on_the_next_message() -> None:
     assert message.metadata.get("isCompactSummary") is True
     assert message.metadata["compact_boundary"]["trigger"] == "manual"
     assert imported.metadata["compact_boundaries"] == [
-        {**message.metadata["compact_boundary"], "before_seq": marked[0]}
+        {**message.metadata["compact_boundary"], "seq": marked[0]}
     ]
     # Not a block: the boundary's text is nowhere in the record.
     assert not [

@@ -79,7 +79,7 @@ def test_claude_code_import_keeps_provenance_and_the_compact_marker(api: ApiClie
     assert meta["import"]["file_name"] == "compact.jsonl"
     assert len(meta["import"]["sha256"]) == 64
     (boundary,) = meta["compact_boundaries"]
-    marked = Message.objects.get(conversation=conversation, seq=boundary["before_seq"])
+    marked = Message.objects.get(conversation=conversation, seq=boundary["seq"])
     assert marked.metadata["compact_boundary"]["trigger"] == "manual"
     assert conversation.import_sha256 == meta["import"]["sha256"]
     kinds = {gap["kind"] for gap in answer["gaps"]}

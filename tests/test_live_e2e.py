@@ -47,6 +47,12 @@ TOTALS = re.compile(
     r'<p class="totals" id="totals" data-messages="(?P<messages>\d+)" '
     r'data-blocks="(?P<blocks>\d+)">[^<]*</p>'
 )
+# The pressure view (issue 10) rides in every frame, counted like the totals.
+PRESSURE = re.compile(
+    r'<section id="pressure" class="pressure" data-messages="(?P<messages>\d+)" '
+    r'data-blocks="(?P<blocks>\d+)".*?</section>',
+    re.DOTALL,
+)
 WAIT = 15.0  # seconds any single expectation may take before the test fails
 
 
@@ -76,12 +82,15 @@ def totals_of(html: str) -> tuple[int, int, str] | None:
 
 
 def parse_frame(frame: str) -> tuple[list[Article], tuple[int, int, str] | None]:
-    """A frame is message articles and the totals, and nothing else."""
+    """A frame is message articles, the totals and the pressure view, and nothing else."""
     articles = articles_of(frame)
     totals = totals_of(frame)
-    rest = TOTALS.sub("", ARTICLE.sub("", frame))
+    pressure = PRESSURE.search(frame)
+    rest = PRESSURE.sub("", TOTALS.sub("", ARTICLE.sub("", frame)))
     assert rest.strip() == "", f"unexpected content in a frame: {rest[:300]!r}"
     assert totals is not None, f"a frame without totals: {frame[:300]!r}"
+    assert pressure is not None, f"a frame without the pressure view: {frame[:300]!r}"
+    assert (pressure["messages"], pressure["blocks"]) == (str(totals[0]), str(totals[1]))
     return articles, totals
 
 

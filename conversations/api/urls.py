@@ -26,4 +26,9 @@ urlpatterns = [
         views.replay_payload,
         name="api-replay",
     ),
+    path(
+        "api/conversations/<str:conversation_id>/context",
+        views.context,
+        name="api-context",
+    ),
 ]

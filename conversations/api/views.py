@@ -20,8 +20,9 @@ from django.views.decorators.csrf import csrf_exempt
 from pydantic import BaseModel, ValidationError
 
 from conversations.core import importers, strictjson
+from conversations.core.compact import Policy
 from conversations.core.options import OptionError, ReplayOptions
-from conversations.record import selectors, services
+from conversations.record import counts, selectors, services
 from conversations.record.models import ApiToken, Conversation, IdempotentResponse
 from conversations.record.schemas import (
     BLOCK_ADAPTER,
@@ -215,6 +216,14 @@ def replay_options(request: HttpRequest) -> ReplayOptions:
         raise ApiError(400, exc.message, field=exc.field) from None
 
 
+def compact_policy(request: HttpRequest) -> Policy | None:
+    """`?compact=POLICY&keep=…` as SPEC §7 defines them; None without `compact`."""
+    try:
+        return Policy.from_query(request.GET)
+    except OptionError as exc:
+        raise ApiError(400, exc.message, field=exc.field) from None
+
+
 def _page_number(request: HttpRequest, name: str, default: int, maximum: int | None) -> int:
     value = request.GET.get(name, "")
     if value == "":
@@ -339,7 +348,11 @@ def blocks(request: HttpRequest, conversation_id: str, seq: int) -> HttpResponse
 def replay_payload(request: HttpRequest, conversation_id: str) -> HttpResponse:
     found = _conversation(conversation_id)
     options = replay_options(request)
-    body = selectors.replay_json(found, vision=options.vision, shape=options.shape)
+    policy = compact_policy(request)
+    if policy is None:
+        body = selectors.replay_json(found, vision=options.vision, shape=options.shape)
+    else:
+        body = orjson.dumps(counts.compacted_payload(found, options, policy))
     return HttpResponse(body, content_type="application/json")
 
 
@@ -383,3 +396,19 @@ def import_answer(request: HttpRequest, outcome: services.ImportOutcome) -> dict
             {"id": str(c.id), "title": c.title, "url": _url(request, c)} for c in outcome.linked
         ],
     }
+
+
+@api("GET")
+def context(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    """Token counts of the replay (SPEC §7), after `?compact=` when given."""
+    found = _conversation(conversation_id)
+    options = replay_options(request)
+    policy = compact_policy(request)
+    query = {k: request.GET[k] for k in ("model", "window") if k in request.GET}
+    try:
+        if policy is None:
+            return json_response(counts.context_data(counts.pressure(found, options, query=query)))
+        preview = counts.preview(found, options, policy, query=query)
+    except OptionError as exc:
+        raise ApiError(400, exc.message, field=exc.field) from None
+    return json_response(counts.context_data(preview.after, preview))

@@ -7,7 +7,7 @@ classes ending in `assert_never`, so a new kind fails the type check in every la
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, TypeAlias, assert_never
 
 JSONValue: TypeAlias = "str | int | float | bool | None | list[JSONValue] | dict[str, JSONValue]"
@@ -60,8 +60,13 @@ class ReasoningBlock:
 
 @dataclass(frozen=True, slots=True)
 class ImageBlock:
+    """`width` and `height` are the pixel size decoded at ingest (None when unknown); they
+    only feed token estimates, so they take no part in equality."""
+
     media_type: str
     data: str
+    width: int | None = field(default=None, compare=False)
+    height: int | None = field(default=None, compare=False)
 
 
 Block: TypeAlias = TextBlock | ToolUseBlock | ToolResultBlock | ReasoningBlock | ImageBlock

@@ -7,7 +7,7 @@ as it is: a string stays one string, a list stays its parts in order.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, assert_never
@@ -17,9 +17,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.timesince import timesince
 
-from conversations.core import blocks, replay
+from conversations.core import blocks, replay, tokens
+from conversations.core import compact as compact_core
+from conversations.core import diff as diff_core
+from conversations.core.options import ReplayOptions
 from conversations.dashboard import sockets
-from conversations.record import selectors
+from conversations.record import counts, selectors
 from conversations.record.models import Conversation
 
 FOLD_LINES = 12
@@ -54,6 +57,166 @@ class PartView:
 
 
 @dataclass(frozen=True)
+class TokensView:
+    """A message's margin count and what its metadata measured. Only what depends on this
+    message alone: a live frame re-renders a message when it grows, not when an earlier
+    one does (running totals and the input estimate live in the pressure header)."""
+
+    tokens: int
+    detail: str  # by kind and framing, for the title
+    usage: str  # "measured 1,234 in · 56 out (×0.98 of ≈57)", or ""
+
+    @property
+    def label(self) -> str:
+        return f"≈{self.tokens:,} tokens"
+
+
+def tokens_view(counted: counts.Counted) -> TokensView:
+    c = counted.count
+    parts = [f"{tokens.KIND_LABELS[k]} {n:,}" for k, n in c.by_kind.items()]
+    parts.append(f"framing {c.framing:,}")
+    usage = ""
+    if counted.usage is not None:
+        said = []
+        if counted.usage.input is not None:
+            said.append(f"{counted.usage.input:,} in")
+        if counted.usage.output is not None:
+            out = c.tokens - c.framing
+            r = tokens.ratio(counted.usage.output, out)
+            said.append(f"{counted.usage.output:,} out" + (f" (×{r:.2f} of ≈{out:,})" if r else ""))
+        usage = "measured " + " · ".join(said)
+    return TokensView(c.tokens, " · ".join(parts), usage)
+
+
+def measured_input(p: counts.Pressure) -> str:
+    """The latest turn whose usage measured its input, beside the estimate of that input
+    (everything before the message, plus the request overhead)."""
+    for i in range(len(p.messages) - 1, -1, -1):
+        usage = p.messages[i].usage
+        if usage is not None and usage.input is not None:
+            estimate = p.cumulative[i - 1] if i > 0 else p.payload.overhead
+            r = tokens.ratio(usage.input, estimate)
+            return (
+                f"measured input of #{p.messages[i].seq}: {usage.input:,} tokens vs ≈{estimate:,}"
+                + (f" estimated (×{r:.2f})" if r else " estimated")
+            )
+    return ""
+
+
+@dataclass(frozen=True)
+class KindView:
+    kind: str
+    label: str
+    tokens: int
+    share: str  # of the total, "12.5%"
+
+    @property
+    def tokens_label(self) -> str:
+        return f"{self.tokens:,}"
+
+
+@dataclass(frozen=True)
+class Segment:
+    kind: str
+    x: int  # in a 0–1000 wide bar
+    width: int
+
+
+@dataclass(frozen=True)
+class PressureView:
+    """The pressure header: the total against the window, by kind, and the trigger's mark."""
+
+    tokenizer: str
+    total: int
+    overhead: int
+    window: int | None
+    window_note: str
+    percent: str
+    over: bool
+    kinds: list[KindView]
+    segments: list[Segment]
+    window_x: int | None  # where the window ends, when the total is past it
+    trigger: int
+    trigger_x: int | None
+    trigger_seq: int | None
+    measured: str
+    total_messages: int
+    total_blocks: int
+
+    @property
+    def total_label(self) -> str:
+        return f"{self.total:,}"
+
+    @property
+    def trigger_label(self) -> str:
+        return f"{self.trigger:,}"
+
+
+BAR = 1000
+
+
+def pressure_view(p: counts.Pressure, total_blocks: int) -> PressureView:
+    by_kind = p.payload.by_kind()
+    window = p.window.tokens
+    # The bar spans the window, or the total when it is past the window (or none is known).
+    scale = max(window or 0, p.total, 1)
+    segments, x = [], 0
+    for kind in tokens.COUNT_KINDS:
+        width = round(by_kind[kind] * BAR / scale)
+        if width:
+            segments.append(Segment(kind, x, width))
+            x += width
+    where = {"view": "this view", "conversation": "the conversation", "table": "genai-prices"}
+    note = (
+        f"{window:,} ({p.window.model or 'no model'}, from {where[p.window.source]})"
+        if window
+        else f"unknown for {p.window.model!r}"
+        if p.window.model
+        else "unknown (no model named)"
+    )
+    return PressureView(
+        tokenizer=tokens.TOKENIZER,
+        total=p.total,
+        overhead=p.payload.overhead,
+        window=window,
+        window_note=note,
+        percent=f"{p.total / window:.1%}" if window else "",
+        over=bool(window and p.total > window),
+        kinds=[
+            KindView(
+                k,
+                tokens.KIND_LABELS[k],
+                by_kind[k],
+                f"{by_kind[k] / p.total:.1%}" if p.total else "0%",
+            )
+            for k in tokens.COUNT_KINDS
+        ],  # fmt: skip
+        segments=segments,
+        window_x=round(window * BAR / scale) if window and window < scale else None,
+        trigger=p.trigger,
+        trigger_x=round(p.trigger * BAR / scale) if p.trigger <= scale else None,
+        trigger_seq=p.trigger_seq,
+        measured=measured_input(p),
+        total_messages=len(p.messages),
+        total_blocks=total_blocks,
+    )
+
+
+def margin_counts(p: counts.Pressure, seqs: Collection[int]) -> dict[int, TokensView]:
+    """The margin counts of the messages shown (a page's window, a frame's messages)."""
+    out: dict[int, TokensView] = {}
+    # Seqs are dense from 0, so a message's position is its seq (checked, not assumed).
+    for seq in seqs:
+        i = seq if seq < len(p.messages) and p.messages[seq].seq == seq else None
+        if i is None:
+            i = next((k for k, c in enumerate(p.messages) if c.seq == seq), None)
+        if i is None:
+            continue
+        out[seq] = tokens_view(p.messages[i])
+    return out
+
+
+@dataclass(frozen=True)
 class MessageView:
     seq: int
     role: str
@@ -66,6 +229,7 @@ class MessageView:
     folded: bool = False
     provenance: str = ""  # model, tokens in/out, stop reason, source time (imports)
     boundary: str = ""  # a compaction boundary before this message, described
+    tokens: TokensView | None = None
 
     @property
     def anchor(self) -> str:
@@ -118,6 +282,7 @@ def message_views(
     *,
     vision: bool,
     shape: replay.Shape,
+    margin: dict[int, TokensView] | None = None,
 ) -> list[MessageView]:
     views = []
     for row, stored in zip(rows, selectors.stored_messages(rows), strict=True):
@@ -146,6 +311,7 @@ def message_views(
                 folded=isinstance(content, str) and folds(content),
                 provenance=provenance(row.metadata),
                 boundary=boundary(row.metadata),
+                tokens=(margin or {}).get(row.seq),
             )
         )
     return views
@@ -252,20 +418,40 @@ def conversation_page(
     stop: int | None,
     vision: bool,
     shape: replay.Shape,
+    view: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """The page's context; `view` may override the model and window of the pressure view
+    (OptionError on a bad value)."""
     rows = selectors.message_rows(conversation, start=start, stop=stop)
     detail = reverse("conversation", args=[str(conversation.id)])
     options: dict[str, object] = {"vision": int(vision), "shape": shape}
     first = rows[0].seq if rows else start
+    total_blocks = selectors.block_total(conversation)
+    pressure = counts.pressure(
+        conversation, ReplayOptions(vision, shape), query=view or {}, total_blocks=total_blocks
+    )
+    tools_query = query(**options, **(view or {}))
     return {
+        "pressure": pressure_view(pressure, total_blocks),
+        "context_url": reverse("conversation-context", args=[str(conversation.id)]) + tools_query,
+        "diff_url": reverse("conversation-diff", args=[str(conversation.id)])
+        + query(**options, b_vision=int(not vision)),
+        "messages": message_views(
+            conversation,
+            rows,
+            vision=vision,
+            shape=shape,
+            margin=margin_counts(pressure, {r.seq for r in rows}),
+        ),
         "conversation": conversation,
-        "messages": message_views(conversation, rows, vision=vision, shape=shape),
         "vision": vision,
         "shape": shape,
         "total_messages": conversation.message_count,
-        "total_blocks": selectors.block_total(conversation),
+        "total_blocks": total_blocks,
         "self_url": detail + query(**options),
-        "socket_url": sockets.conversation_socket_url(conversation.id, vision=vision, shape=shape),
+        "socket_url": sockets.conversation_socket_url(
+            conversation.id, vision=vision, shape=shape, view=view
+        ),
         "download_url": reverse("replay-download", args=[str(conversation.id)]) + query(**options),
         "earlier_url": (
             reverse("earlier-messages", args=[str(conversation.id)])
@@ -298,3 +484,238 @@ def conversation_rows(conversations: list[Conversation]) -> list[ConversationRow
         )
         for c in conversations
     ]
+
+
+# The compaction preview and the projection diff (SPEC §7).
+
+PREVIEW_WINDOW = 100
+SHOWN_CHARS = 4000  # per text on these pages; the payload download has it whole
+
+
+def shown(text: str) -> str:
+    if len(text) <= SHOWN_CHARS:
+        return text
+    return text[:SHOWN_CHARS] + f"\n… ({len(text) - SHOWN_CHARS:,} more characters)"
+
+
+@dataclass(frozen=True)
+class PreviewBlock:
+    seq: int
+    label: str
+    text: str
+    changed: bool
+
+
+@dataclass(frozen=True)
+class PreviewMessage:
+    seq: int
+    role: str
+    before: int | None
+    after: int | None
+    blocks: list[PreviewBlock]
+    wire: str
+    changed: bool
+
+    @property
+    def anchor(self) -> str:
+        return f"m-{self.seq}"
+
+
+def compact_query(policy: compact_core.Policy | None) -> dict[str, str]:
+    return policy.query() if policy is not None else {}
+
+
+def context_page(
+    conversation: Conversation,
+    options: ReplayOptions,
+    policy: compact_core.Policy | None,
+    *,
+    view: dict[str, str],
+    effective: bool,
+    start: int | None,
+) -> dict[str, Any]:
+    """The compaction preview: tokens before → after, the full or effective payload (a
+    window of it), each block the policy changed marked, copy and download following."""
+    cid = str(conversation.id)
+    here = reverse("conversation-context", args=[cid])
+    base: dict[str, object] = {"vision": int(options.vision), "shape": options.shape, **view}
+    rows = selectors.message_rows(conversation)
+    stored = selectors.stored_messages(rows)
+    if policy is not None:
+        result = counts.preview(conversation, options, policy, query=view)
+        before, after, compacted = result.before, result.after, result.compacted
+    else:
+        before = after = counts.pressure(conversation, options, query=view)
+        compacted = compact_core.unchanged(stored, [r.seq for r in rows], "")
+    effective = effective and policy is not None
+    before_by = {c.seq: c.count.tokens for c in before.messages}
+    after_by = {c.seq: c.count.tokens for c in after.messages}
+    if effective:
+        seqs, messages = list(compacted.seqs), list(compacted.messages)
+    else:
+        seqs, messages = [r.seq for r in rows], stored
+    changed_seqs = sorted({s for s, _ in compacted.changed})
+    first = start if start is not None else (changed_seqs[0] if changed_seqs else 0)
+    index = next((i for i, s in enumerate(seqs) if s >= first), len(seqs))
+    index = max(0, min(index, max(0, len(seqs) - PREVIEW_WINDOW)))
+    window = range(index, min(len(seqs), index + PREVIEW_WINDOW))
+    shown_messages = []
+    for i in window:
+        seq, message = seqs[i], messages[i]
+        blocks_shown = [
+            PreviewBlock(j, blocks.label(b), shown(replay.prose(b)), (seq, j) in compacted.changed)
+            for j, b in enumerate(message.blocks)
+        ]
+        wire = replay.project_message(message, vision=options.vision, shape=options.shape)
+        shown_messages.append(
+            PreviewMessage(
+                seq, message.role, before_by.get(seq), after_by.get(seq),
+                blocks_shown, shown(diff_core.content_text(wire)),
+                any(b.changed for b in blocks_shown),
+            )
+        )  # fmt: skip
+    policy_query = compact_query(policy)
+    payload_query = base | (policy_query if effective else {})
+    policies = [
+        toggle("No compaction", here, base, policy is None),
+        *(
+            toggle(name, here, base | {"compact": name}, policy is not None and policy.name == name)
+            for name in compact_core.POLICIES
+        ),
+    ]
+    modes = []
+    if policy is not None:
+        modes = [
+            toggle("Full payload", here, base | policy_query | {"payload": "full"}, not effective),
+            toggle("Effective payload", here, base | policy_query, effective),
+        ]
+
+    def page_url(at: int) -> str:
+        mode = {} if effective or policy is None else {"payload": "full"}
+        return here + query(**(base | policy_query | mode), **{"from": at})
+
+    return {
+        "conversation": conversation,
+        "conversation_url": reverse("conversation", args=[cid]) + query(**base),
+        "policy": policy,
+        "policy_line": policy.describe() if policy is not None else "none",
+        "params": {
+            "keep": str(policy.keep) if policy is not None else "",
+            "trigger": str(policy.trigger) if policy is not None else "",
+            "clear_at_least": str(policy.clear_at_least) if policy is not None else "",
+            "exclude_tools": ",".join(sorted(policy.exclude_tools)) if policy else "",
+            "clear_tool_inputs": policy_query.get("clear_tool_inputs", "") if policy else "",
+        },
+        "policies": policies,
+        "modes": modes,
+        "effective": effective,
+        "before": f"{before.total:,}",
+        "after": f"{after.total:,}",
+        "before_total": before.total,
+        "after_total": after.total,
+        "saved": f"{before.total - after.total:,}",
+        "changed_count": len(compacted.changed),
+        "dropped": compacted.dropped,
+        "note": compacted.note,
+        "pressure": pressure_view(after if effective else before, 0),
+        "messages": shown_messages,
+        "vision": options.vision,
+        "shape": options.shape,
+        "download_url": reverse("replay-download", args=[cid]) + query(**payload_query),
+        "earlier_url": page_url(seqs[max(0, index - PREVIEW_WINDOW)]) if index > 0 else "",
+        "later_url": page_url(seqs[window.stop]) if window.stop < len(seqs) else "",
+        "diff_url": reverse("conversation-diff", args=[cid])
+        + query(**base, **{f"b_{k}": v for k, v in policy_query.items()}),
+    }
+
+
+@dataclass(frozen=True)
+class DiffSide:
+    label: str
+    vision: bool
+    shape: replay.Shape
+    policy: compact_core.Policy | None
+    conversation: Conversation
+
+
+@dataclass(frozen=True)
+class DiffRowView:
+    status: str
+    left_label: str
+    right_label: str
+    left_text: str
+    right_text: str
+    segments: list[diff_core.Segment]
+
+
+DIFF_WINDOW = 100
+
+
+def side_payload(side: DiffSide) -> replay.Payload:
+    options = ReplayOptions(side.vision, side.shape)
+    if side.policy is None:
+        return selectors.replay_payload(side.conversation, vision=side.vision, shape=side.shape)
+    return counts.compacted_payload(side.conversation, options, side.policy)
+
+
+def describe_side(side: DiffSide) -> str:
+    what = [
+        side.conversation.title or str(side.conversation.id),
+        "vision on" if side.vision else "vision off",
+        "OpenAI" if side.shape == "openai" else "Anthropic",
+        side.policy.describe() if side.policy is not None else "full",
+    ]
+    return " · ".join(what)
+
+
+def diff_page(
+    left: DiffSide, right: DiffSide, *, start: int, here_query: dict[str, str]
+) -> dict[str, Any]:
+    """Two projections aligned message by message, a window of rows at a time."""
+    rows = diff_core.diff(side_payload(left), side_payload(right))
+    start = max(0, min(start, max(0, len(rows) - 1)))
+    window = rows[start : start + DIFF_WINDOW]
+    cid = str(left.conversation.id)
+    here = reverse("conversation-diff", args=[cid])
+
+    def label(s: diff_core.Side | None) -> str:
+        return f"{s.index}: {s.role}" if s is not None else "—"
+
+    views = [
+        DiffRowView(
+            r.status,
+            label(r.left),
+            label(r.right),
+            shown(r.left.text) if r.left else "",
+            shown(r.right.text) if r.right else "",
+            [diff_core.Segment(x.op, shown(x.text)) for x in r.segments],
+        )
+        for r in window
+    ]
+    base: dict[str, object] = {"vision": int(left.vision), "shape": left.shape}
+    presets = [
+        ("Vision on vs off", base | {"vision": 1, "b_vision": 0}),
+        ("OpenAI vs Anthropic", base | {"shape": "openai", "b_shape": "anthropic"}),
+        ("Full vs microcompact", base | {"b_compact": "microcompact"}),
+        ("Full vs boundary", base | {"b_compact": "boundary"}),
+    ]
+    return {
+        "conversation": left.conversation,
+        "conversation_url": reverse("conversation", args=[cid]) + query(**base),
+        "left": describe_side(left),
+        "right": describe_side(right),
+        "rows": views,
+        "total_rows": len(rows),
+        "differing": sum(1 for r in rows if r.status != "same"),
+        "start": start,
+        "presets": [toggle(name, here, params, False) for name, params in presets],
+        "earlier_url": here + query(**(here_query | {"from": str(max(0, start - DIFF_WINDOW))}))
+        if start > 0
+        else "",
+        "later_url": here + query(**(here_query | {"from": str(start + DIFF_WINDOW)}))
+        if start + DIFF_WINDOW < len(rows)
+        else "",
+        "other": str(right.conversation.id) if right.conversation != left.conversation else "",
+        "left_vision": left.vision,
+        "left_shape": left.shape,
+    }

@@ -11,6 +11,10 @@ urlpatterns = [
         views.earlier_messages,
         name="earlier-messages",
     ),
+    path(
+        "c/<str:conversation_id>/context", views.conversation_context, name="conversation-context"
+    ),
+    path("c/<str:conversation_id>/diff", views.conversation_diff, name="conversation-diff"),
     path("c/<str:conversation_id>/replay.json", views.replay_download, name="replay-download"),
     path(
         "c/<str:conversation_id>/m/<int:seq>/b/<int:block>/image",

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, TypeAlias
 from urllib.parse import unquote
 
+import orjson
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import RequestDataTooBig
 from django.core.paginator import Paginator
@@ -18,10 +19,11 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url
 from django_htmx.middleware import HtmxDetails
 
-from conversations.core import importers, replay
+from conversations.core import compact, importers, replay
+from conversations.core.compact import Policy
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.dashboard import presenters, sockets
-from conversations.record import selectors, services
+from conversations.record import counts, selectors, services
 from conversations.record.models import Conversation
 
 View: TypeAlias = Callable[..., HttpResponse]
@@ -68,6 +70,11 @@ def _options(view: View) -> View:
     return wrapper
 
 
+def view_query(request: HttpRequest) -> dict[str, str]:
+    """The pressure view's overrides, `?model=` and `?window=` (validated where used)."""
+    return {k: request.GET[k] for k in ("model", "window") if k in request.GET}
+
+
 @require_GET
 @vary_on_headers("HX-Request")
 @operator_required
@@ -97,9 +104,13 @@ def conversation_detail(
 ) -> HttpResponse:
     conversation = _conversation(conversation_id)
     start = max(0, conversation.message_count - WINDOW)
-    context = presenters.conversation_page(
-        conversation, start=start, stop=None, vision=vision, shape=shape
-    )
+    try:
+        context = presenters.conversation_page(
+            conversation, start=start, stop=None, vision=vision, shape=shape,
+            view=view_query(request),
+        )  # fmt: skip
+    except OptionError as exc:
+        return bad_request(request, exc.message)
     if request.htmx and not request.htmx.history_restore_request:
         response = render(request, "conversations/detail.html#conversation", context)
         return push_url(response, context["self_url"])
@@ -121,9 +132,13 @@ def earlier_messages(
         return bad_request(request, "before (and from, if given) must be message numbers.")
     before = max(0, min(before, conversation.message_count))
     start = max(0, min(start, before))
-    context = presenters.conversation_page(
-        conversation, start=start, stop=before, vision=vision, shape=shape
-    )
+    try:
+        context = presenters.conversation_page(
+            conversation, start=start, stop=before, vision=vision, shape=shape,
+            view=view_query(request),
+        )  # fmt: skip
+    except OptionError as exc:
+        return bad_request(request, exc.message)
     return render(request, "conversations/detail.html#window", context)
 
 
@@ -133,13 +148,22 @@ def earlier_messages(
 def replay_download(
     request: HttpRequest, conversation_id: str, *, vision: bool, shape: replay.Shape
 ) -> HttpResponse:
-    """The same bytes as GET /api/conversations/ID/replay, for a signed-in operator."""
+    """The same bytes as GET /api/conversations/ID/replay (with `?compact=` too), for a
+    signed-in operator."""
     conversation = _conversation(conversation_id)
-    response = HttpResponse(
-        selectors.replay_json(conversation, vision=vision, shape=shape),
-        content_type="application/json",
-    )
-    name = f"replay-{conversation.id}-{shape}-vision-{'on' if vision else 'off'}.json"
+    try:
+        policy = Policy.from_query(request.GET)
+    except OptionError as exc:
+        return bad_request(request, exc.message)
+    if policy is None:
+        body = selectors.replay_json(conversation, vision=vision, shape=shape)
+    else:
+        body = orjson.dumps(
+            counts.compacted_payload(conversation, ReplayOptions(vision, shape), policy)
+        )
+    response = HttpResponse(body, content_type="application/json")
+    suffix = f"-{policy.name}" if policy is not None else ""
+    name = f"replay-{conversation.id}-{shape}-vision-{'on' if vision else 'off'}{suffix}.json"
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
 
@@ -193,3 +217,91 @@ def import_file(request: HttpRequest) -> HttpResponse:
         },
         status=201 if outcome.created else 200,
     )
+
+
+def _filled(request: HttpRequest) -> dict[str, str]:
+    """The query without empty values (a form sends every field, filled or not)."""
+    return {k: request.GET[k] for k in request.GET if request.GET[k] != ""}
+
+
+def _form_policy(params: dict[str, str], prefix: str = "") -> Policy | None:
+    """The policy a form asks for, ignoring the fields of other policies; OptionError names
+    the parameter (with its prefix)."""
+    own = {k.removeprefix(prefix): v for k, v in params.items() if k.startswith(prefix)}
+    name = own.get("compact", "")
+    if name in compact.POLICIES:
+        wanted = {"compact", *compact.PARAMETERS[name]}
+        own = {k: v for k, v in own.items() if k in wanted or k not in compact.ALL_PARAMETERS}
+    else:
+        own = {k: v for k, v in own.items() if k not in compact.ALL_PARAMETERS}
+    try:
+        return Policy.from_query(own)
+    except OptionError as exc:
+        raise OptionError(prefix + exc.field, exc.message) from None
+
+
+def _start(params: dict[str, str]) -> int | None:
+    value = params.get("from")
+    if value is None:
+        return None
+    if not value.isdigit() or len(value) > 9:
+        raise OptionError("from", "from must be a message number.")
+    return int(value)
+
+
+@require_GET
+@operator_required
+@_options
+def conversation_context(
+    request: HttpRequest, conversation_id: str, *, vision: bool, shape: replay.Shape
+) -> HttpResponse:
+    """The compaction preview (SPEC §7): tokens before → after, changed blocks marked."""
+    conversation = _conversation(conversation_id)
+    params = _filled(request)
+    try:
+        context = presenters.context_page(
+            conversation,
+            ReplayOptions(vision, shape),
+            _form_policy(params),
+            view={k: params[k] for k in ("model", "window") if k in params},
+            effective=params.get("payload") != "full",
+            start=_start(params),
+        )
+    except OptionError as exc:
+        return bad_request(request, exc.message)
+    return render(request, "conversations/context.html", context)
+
+
+@require_GET
+@operator_required
+@_options
+def conversation_diff(
+    request: HttpRequest, conversation_id: str, *, vision: bool, shape: replay.Shape
+) -> HttpResponse:
+    """Two projections aligned message by message: this conversation's (the page's toggles
+    and `compact`) against `b_…` toggles, policy or `b_conversation`."""
+    conversation = _conversation(conversation_id)
+    params = _filled(request)
+    try:
+        right_options = ReplayOptions.from_query(
+            {"vision": params.get("b_vision", str(int(vision))),
+             "shape": params.get("b_shape", shape)}
+        )  # fmt: skip
+    except OptionError as exc:
+        return bad_request(request, exc.message.replace(exc.field, "b_" + exc.field, 1))
+    other = params.get("b_conversation")
+    right_conversation = _conversation(other) if other else conversation
+    try:
+        left = presenters.DiffSide(
+            "A", vision, shape, _form_policy(
+                {k: v for k, v in params.items() if not k.startswith("b_")}
+            ), conversation,
+        )  # fmt: skip
+        right = presenters.DiffSide(
+            "B", right_options.vision, right_options.shape, _form_policy(params, "b_"),
+            right_conversation,
+        )  # fmt: skip
+        context = presenters.diff_page(left, right, start=_start(params) or 0, here_query=params)
+    except OptionError as exc:
+        return bad_request(request, exc.message)
+    return render(request, "conversations/diff.html", context)

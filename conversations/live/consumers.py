@@ -21,7 +21,8 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from conversations.core import replay, strictjson
+from conversations.core import replay, strictjson, windows
+from conversations.core.options import OptionError
 from conversations.live import access, fragments
 from conversations.record import events
 
@@ -216,6 +217,7 @@ class ConversationConsumer(Watcher):
     conversation_id: str
     vision: bool
     shape: replay.Shape
+    view: tuple[tuple[str, str], ...] = ()  # the pressure view's model/window overrides
     # What this client holds, as far as this consumer knows: message seq → block count,
     # for the messages from `first` on (a page may hold only the latest window).
     held: dict[int, int]
@@ -234,6 +236,12 @@ class ConversationConsumer(Watcher):
             return BAD_REQUEST
         self.vision = vision in {"1", "true"}
         self.shape = shape
+        view = {k: self.query(k, "") for k in ("model", "window") if self.query(k, "")}
+        try:
+            windows.resolve(view, {}, [])
+        except OptionError:
+            return BAD_REQUEST
+        self.view = tuple(sorted(view.items()))
         return None
 
     def conversation_key(self) -> uuid.UUID | None:
@@ -276,7 +284,7 @@ class ConversationConsumer(Watcher):
         if stale:
             await self.push(
                 await database_sync_to_async(fragments.messages_frame)(
-                    self.conversation_id, stale, self.vision, self.shape
+                    self.conversation_id, stale, self.vision, self.shape, self.view
                 )
             )
 
@@ -297,12 +305,12 @@ class ConversationConsumer(Watcher):
             if seq > self.first and seq - 1 not in self.held:
                 await self._resync(self.first)  # an earlier message went missing in the layer
                 return
-            key = (self.conversation_id, seq, blocks, self.vision, self.shape)
+            key = (self.conversation_id, seq, blocks, self.vision, self.shape, self.view)
             frame = await frames.get(
                 key,
                 database_sync_to_async(
                     lambda: fragments.messages_frame(
-                        self.conversation_id, [seq], self.vision, self.shape
+                        self.conversation_id, [seq], self.vision, self.shape, self.view
                     )
                 ),
             )

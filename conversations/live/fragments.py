@@ -9,8 +9,9 @@ from typing import NamedTuple
 from django.template.loader import render_to_string
 
 from conversations.core import replay
+from conversations.core.options import ReplayOptions
 from conversations.dashboard import presenters
-from conversations.record import selectors
+from conversations.record import counts, selectors
 
 
 def block_counts(conversation_id: str, start: int) -> dict[int, int] | None:
@@ -32,9 +33,15 @@ class Frame(NamedTuple):
 
 
 def messages_frame(
-    conversation_id: str, seqs: Sequence[int], vision: bool, shape: replay.Shape
+    conversation_id: str,
+    seqs: Sequence[int],
+    vision: bool,
+    shape: replay.Shape,
+    view: tuple[tuple[str, str], ...] = (),
 ) -> Frame:
-    """The `message` partial for each seq, in order, and the conversation's new totals."""
+    """The `message` partial for each seq, in order, and the conversation's new totals and
+    pressure (`view`: the page's model and window overrides). Counting is cached, so only
+    the messages that grew are recounted."""
     conversation = selectors.conversation_get(conversation_id)
     if conversation is None or not seqs:
         return Frame("", {})
@@ -44,15 +51,23 @@ def messages_frame(
         for row in selectors.message_rows(conversation, start=min(wanted), stop=max(wanted) + 1)
         if row.seq in wanted
     ]
-    views = presenters.message_views(conversation, rows, vision=vision, shape=shape)
+    total_blocks = selectors.block_total(conversation)
+    pressure = counts.pressure(
+        conversation, ReplayOptions(vision, shape), query=dict(view), total_blocks=total_blocks
+    )
+    margin = presenters.margin_counts(pressure, wanted)
+    views = presenters.message_views(conversation, rows, vision=vision, shape=shape, margin=margin)
     parts = [render_to_string("conversations/detail.html#message", {"m": m}) for m in views]
     parts.append(
         render_to_string(
             "conversations/detail.html#totals",
-            {
-                "total_messages": conversation.message_count,
-                "total_blocks": selectors.block_total(conversation),
-            },
+            {"total_messages": conversation.message_count, "total_blocks": total_blocks},
+        )
+    )
+    parts.append(
+        render_to_string(
+            "conversations/detail.html#pressure",
+            {"pressure": presenters.pressure_view(pressure, total_blocks)},
         )
     )
     return Frame("".join(parts), {m.seq: m.block_count for m in views})

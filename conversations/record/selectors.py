@@ -20,7 +20,7 @@ from conversations.record.models import Block, Conversation, Message
 
 BLOCK_COLUMNS = (
     "message_id", "seq", "type", "text", "call_id", "name", "input_json", "is_error",
-    "media_type", "data", "origin",
+    "media_type", "data", "origin", "width", "height",
 )  # fmt: skip
 
 
@@ -36,6 +36,8 @@ class BlockRow(NamedTuple):
     media_type: str
     data: str
     origin: Any
+    width: int | None = None
+    height: int | None = None
 
 
 class MessageRow(NamedTuple):
@@ -111,7 +113,7 @@ def block_value(row: BlockRow | Block) -> replay.Block:
         case "reasoning":
             return replay.ReasoningBlock(row.text)
         case "image":
-            return replay.ImageBlock(row.media_type, row.data)
+            return replay.ImageBlock(row.media_type, row.data, row.width, row.height)
         case _:
             assert_never(kind)
 

@@ -372,7 +372,7 @@ def _resolve(session: _Session, chain: _Chain) -> Imported:
                     if marker is not None:
                         metadata["compact_boundary"] = marker
                         result.metadata.setdefault("compact_boundaries", []).append(  # type: ignore[union-attr]
-                            {**marker, "before_seq": len(result.messages)}
+                            {**marker, "seq": len(result.messages)}
                         )
                         marker = None
                     result.messages.append(ImportedMessage(role, [], metadata))

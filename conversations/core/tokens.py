@@ -1,0 +1,347 @@
+"""Token counts of the projection (SPEC §7): per block, per wire message, per kind.
+
+Pure (no Django). Text is counted with OpenAI's `o200k_base` BPE, vendored beside this
+module and hash-checked on load (no download at run time); images with vision on by the
+provider's published pixel formula, with vision off as their marker's text. Every count
+is an estimate (≈): neither provider publishes its chat framing, and Anthropic's
+tokenizer is not public at all.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, assert_never
+
+import tiktoken
+
+from conversations.core.blocks import (
+    Block,
+    ImageBlock,
+    ReasoningBlock,
+    Role,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    image_marker,
+)
+from conversations.core.replay import EMPTY_MESSAGE, Shape, StoredMessage, prose
+
+TOKENIZER = "o200k_base"
+ENCODING_FILE = Path(__file__).with_name("encodings") / "o200k_base.tiktoken"
+# tiktoken's own expected hash for this file (tiktoken_ext/openai_public.py).
+ENCODING_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+# o200k_base's split pattern and special tokens, as tiktoken_ext/openai_public.py defines
+# them (tests/test_tokens.py checks that they still agree).
+O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+O200K_SPECIAL = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
+
+CountKind = Literal["system", "text", "tool_use", "tool_result", "reasoning", "image"]
+COUNT_KINDS: tuple[CountKind, ...] = (
+    "system", "text", "tool_use", "tool_result", "reasoning", "image",
+)  # fmt: skip
+KIND_LABELS: dict[CountKind, str] = {
+    "system": "System",
+    "text": "Text",
+    "tool_use": "Tool use",
+    "tool_result": "Tool result",
+    "reasoning": "Reasoning",
+    "image": "Image",
+}
+
+# Framing per wire message: OpenAI's cookbook counts 3 tokens per chat message
+# (<|start|>role<|message|> … <|end|>) and 3 more priming the reply; Anthropic publishes
+# no figure, so the same envelope is assumed for its turns. System messages lifted into
+# Anthropic's `system` string have no envelope of their own.
+MESSAGE_FRAMING: dict[Shape, int] = {"openai": 3, "anthropic": 3}
+REQUEST_OVERHEAD: dict[Shape, int] = {"openai": 3, "anthropic": 3}
+
+
+class EncodingFileError(RuntimeError):
+    """The vendored BPE file is missing or is not the file tiktoken expects."""
+
+
+def load_ranks(path: Path = ENCODING_FILE, sha256: str = ENCODING_SHA256) -> dict[bytes, int]:
+    """The mergeable ranks of a `.tiktoken` file, after checking its SHA-256."""
+    data = path.read_bytes()
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != sha256:
+        raise EncodingFileError(f"{path.name} has SHA-256 {actual}, expected {sha256}.")
+    return {
+        base64.b64decode(token): int(rank)
+        for token, rank in (line.split() for line in data.splitlines() if line)
+    }
+
+
+@functools.cache
+def encoding() -> tiktoken.Encoding:
+    """The `o200k_base` encoding, built once per process from the vendored file."""
+    return tiktoken.Encoding(
+        name=TOKENIZER,
+        pat_str=O200K_PATTERN,
+        mergeable_ranks=load_ranks(),
+        special_tokens=O200K_SPECIAL,
+    )
+
+
+def count_text(text: str) -> int:
+    """Tokens of `text` as ordinary text (special-token strings count as plain text)."""
+    if not text:
+        return 0
+    return len(encoding().encode_ordinary(text))
+
+
+@functools.cache
+def separator_tokens() -> int:
+    """The blank line that joins block prose inside a text part (SPEC §2 rule 3)."""
+    return count_text("\n\n")
+
+
+@functools.cache
+def empty_message_tokens() -> int:
+    return count_text(EMPTY_MESSAGE)
+
+
+# Images, vision on.
+
+
+def openai_image_tokens(width: int, height: int) -> int:
+    """GPT-4o-class high detail: fit in 2048×2048, shortest side down to 768, then
+    85 + 170 per 512-px tile. Source: OpenAI, "Images and vision", Calculating costs
+    (platform.openai.com/docs/guides/images-vision#calculating-costs)."""
+    w, h = float(width), float(height)
+    if max(w, h) > 2048:
+        scale = 2048 / max(w, h)
+        w, h = w * scale, h * scale
+    if min(w, h) > 768:
+        scale = 768 / min(w, h)
+        w, h = w * scale, h * scale
+    tiles = math.ceil(round(w, 6) / 512) * math.ceil(round(h, 6) / 512)
+    return 85 + 170 * tiles
+
+
+ANTHROPIC_MAX_EDGE = 1568
+# 1092 × 1092, the largest square the page lists as not resized (≈1,590 tokens).
+ANTHROPIC_MAX_PIXELS = 1092 * 1092
+
+
+def anthropic_image_tokens(width: int, height: int) -> int:
+    """Claude: tokens ≈ width × height / 750, after scaling down (aspect kept) so the
+    long edge is at most 1568 px and the image at most ~1.19 megapixels. Source: Anthropic,
+    "Vision", Evaluate image size (docs.anthropic.com/en/docs/build-with-claude/vision)."""
+    w, h = float(width), float(height)
+    scale = min(1.0, ANTHROPIC_MAX_EDGE / max(w, h), math.sqrt(ANTHROPIC_MAX_PIXELS / (w * h)))
+    w, h = math.floor(w * scale), math.floor(h * scale)
+    return max(1, math.ceil(w * h / 750))
+
+
+# An image whose size was never decoded counts as the largest the provider accepts.
+UNKNOWN_SIZE: dict[Shape, tuple[int, int]] = {"openai": (768, 2048), "anthropic": (1092, 1092)}
+
+
+def image_tokens(width: int | None, height: int | None, shape: Shape) -> int:
+    if not width or not height:
+        width, height = UNKNOWN_SIZE[shape]
+    if shape == "openai":
+        return openai_image_tokens(width, height)
+    if shape == "anthropic":
+        return anthropic_image_tokens(width, height)
+    assert_never(shape)
+
+
+# Blocks and messages.
+
+
+def block_tokens(block: Block, *, vision: bool, shape: Shape) -> int:
+    """A block's tokens as it crosses: its prose, or an image part (vision on) or marker.
+
+    Exhaustive: a new block kind fails the type check here too.
+    """
+    match block:
+        case TextBlock() | ToolUseBlock() | ToolResultBlock() | ReasoningBlock():
+            return count_text(prose(block))
+        case ImageBlock():
+            if vision:
+                return image_tokens(block.width, block.height, shape)
+            return count_text(image_marker(block.media_type))
+        case _:
+            assert_never(block)
+
+
+def count_kind(block: Block, role: Role) -> CountKind:
+    """The kind a block's tokens are reported under: everything a system message holds is
+    `system`; otherwise the block's own kind."""
+    if role == "system":
+        return "system"
+    match block:
+        case TextBlock():
+            return "text"
+        case ToolUseBlock():
+            return "tool_use"
+        case ToolResultBlock():
+            return "tool_result"
+        case ReasoningBlock():
+            return "reasoning"
+        case ImageBlock():
+            return "image"
+        case _:
+            assert_never(block)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageCount:
+    """One wire message's tokens: `by_kind` (blocks, by kind) + `framing` (the envelope, the
+    blank lines joining blocks, `[Empty message]`) = `tokens`. `blocks` is per block."""
+
+    tokens: int
+    by_kind: dict[CountKind, int]
+    framing: int
+    blocks: tuple[int, ...]
+
+
+def message_count(
+    message: StoredMessage,
+    *,
+    vision: bool,
+    shape: Shape,
+    counts: Sequence[int] | None = None,
+) -> MessageCount:
+    """Count one stored message as the projection sends it. `counts` are the blocks' own
+    counts when the caller has them cached; blocks the projection leaves out (blank text
+    runs) count 0, as in rule 6 and 7 of SPEC §2."""
+    blocks = message.blocks
+    own = list(counts) if counts is not None else [
+        block_tokens(b, vision=vision, shape=shape) for b in blocks
+    ]  # fmt: skip
+    lifted = shape == "anthropic" and message.role == "system"
+    framing = 0 if lifted else MESSAGE_FRAMING[shape]
+    sent = [0] * len(blocks)
+    has_images = vision and any(type(b) is ImageBlock for b in blocks)
+    sep = separator_tokens()
+    if has_images and not lifted:
+        run: list[int] = []
+        for i, block in enumerate(blocks):
+            if type(block) is ImageBlock:
+                framing += _run(blocks, run, own, sent, sep)
+                run = []
+                sent[i] = own[i]
+            else:
+                run.append(i)
+        framing += _run(blocks, run, own, sent, sep)
+    elif all(_blank(b) for b in blocks):
+        framing += empty_message_tokens()
+    else:
+        sent = own
+        framing += sep * max(0, len(blocks) - 1)
+    by_kind: dict[CountKind, int] = {}
+    for block, n in zip(blocks, sent, strict=True):
+        kind = count_kind(block, message.role)
+        by_kind[kind] = by_kind.get(kind, 0) + n
+    return MessageCount(sum(sent) + framing, by_kind, framing, tuple(own))
+
+
+def _blank(block: Block) -> bool:
+    if type(block) is ImageBlock:
+        return False  # vision off: its marker; vision on: handled as a part
+    text = prose(block)
+    return not text or text.isspace()
+
+
+def _run(
+    blocks: tuple[Block, ...], run: list[int], own: list[int], sent: list[int], sep: int
+) -> int:
+    """A run of non-image blocks: one text part, left out when blank; its joins' tokens."""
+    if not run or all(_blank(blocks[i]) for i in run):
+        return 0
+    for i in run:
+        sent[i] = own[i]
+    return sep * (len(run) - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class PayloadCount:
+    """The whole request: each message's count, the fixed overhead, and the total."""
+
+    messages: tuple[MessageCount, ...]
+    overhead: int
+    total: int
+    kinds: dict[CountKind, int]
+
+    def by_kind(self) -> dict[CountKind, int]:
+        return dict(self.kinds)
+
+
+def payload_count(messages: Sequence[StoredMessage], *, vision: bool, shape: Shape) -> PayloadCount:
+    counted = tuple(message_count(m, vision=vision, shape=shape) for m in messages)
+    return total_of(counted, shape)
+
+
+def total_of(counted: Sequence[MessageCount], shape: Shape) -> PayloadCount:
+    overhead = REQUEST_OVERHEAD[shape]
+    kinds: dict[CountKind, int] = dict.fromkeys(COUNT_KINDS, 0)
+    for m in counted:
+        for kind, n in m.by_kind.items():
+            kinds[kind] += n
+    return PayloadCount(tuple(counted), overhead, overhead + sum(m.tokens for m in counted), kinds)
+
+
+# Measured usage (message metadata, SPEC §6.4), beside the estimate.
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """A provider's measured tokens for one turn: the prompt it read, what it wrote."""
+
+    input: int | None
+    output: int | None
+
+
+def usage_of(metadata: object) -> Usage | None:
+    """`metadata["usage"]` in Anthropic's or OpenAI's field names, or None.
+
+    Anthropic's input is `input_tokens` plus the cache reads and writes (all of them are
+    prompt); OpenAI's is `prompt_tokens` (Chat) or `input_tokens` (Responses).
+    """
+    if not isinstance(metadata, dict):
+        return None
+    usage = metadata.get("usage")
+    if not isinstance(usage, dict):
+        return None
+
+    def number(key: str) -> int | None:
+        value = usage.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    prompt = number("prompt_tokens")
+    if prompt is None:
+        parts = [number(k) for k in ("input_tokens", "cache_read_input_tokens",
+                                     "cache_creation_input_tokens")]  # fmt: skip
+        prompt = sum(p for p in parts if p is not None) if parts[0] is not None else None
+    output = number("completion_tokens")
+    if output is None:
+        output = number("output_tokens")
+    if prompt is None and output is None:
+        return None
+    return Usage(prompt, output)
+
+
+def ratio(measured: int | None, estimate: int) -> float | None:
+    """measured / estimate, rounded for display; None when either is missing or zero."""
+    if not measured or estimate <= 0:
+        return None
+    return round(measured / estimate, 2)

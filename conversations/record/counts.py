@@ -1,0 +1,352 @@
+"""Token counts of stored conversations (SPEC §7), cached per block and per message.
+
+The record is append-only, so a block's count never changes for a given tokenizer and
+toggles, and a message's count changes only when a block is appended to it (its block
+count grows). Both are cached in-process under those keys: a warm conversation costs one
+query of (seq, block count) pairs; a live update recounts only the message that grew,
+and within it only the new blocks.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from conversations.core import compact, replay, tokens, windows
+from conversations.core.compact import Compacted, Policy
+from conversations.core.options import ReplayOptions
+from conversations.record import selectors
+from conversations.record.models import Conversation
+
+K = TypeVar("K")
+V = TypeVar("V")
+BLOCK_CACHE_SIZE = 400_000
+MESSAGE_CACHE_SIZE = 200_000
+
+
+class LRU(Generic[K, V]):
+    """A bounded, thread-safe least-recently-used map (pages run in threads)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.items: OrderedDict[K, V] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self.lock:
+            value = self.items.get(key)
+            if value is not None:
+                self.items.move_to_end(key)
+            return value
+
+    def put(self, key: K, value: V) -> None:
+        with self.lock:
+            self.items[key] = value
+            self.items.move_to_end(key)
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.items.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """One stored message's count for one set of toggles, with what its metadata measured."""
+
+    seq: int
+    role: str
+    count: tokens.MessageCount
+    usage: tokens.Usage | None
+    model: str
+
+
+# (conversation, message seq, block seq, toggles) → tokens; toggles are () for every kind
+# but images, whose count depends on vision and shape.
+blocks_cache: LRU[tuple[Any, ...], int] = LRU(BLOCK_CACHE_SIZE)
+# (conversation, message seq, block count, vision, shape) → Counted
+messages_cache: LRU[tuple[Any, ...], Counted] = LRU(MESSAGE_CACHE_SIZE)
+# (conversation, message count, block total, toggles, overrides, trigger) → Pressure
+pressure_cache: LRU[tuple[Any, ...], Pressure] = LRU(32)
+stats = {"blocks_counted": 0}
+
+
+def _toggles(block: replay.Block, options: ReplayOptions) -> tuple[Any, ...]:
+    return (options.vision, options.shape) if type(block) is replay.ImageBlock else ()
+
+
+def _count_row(
+    conversation_id: uuid.UUID, row: selectors.MessageRow, options: ReplayOptions
+) -> Counted:
+    (stored,) = selectors.stored_messages([row])
+    own: list[int] = []
+    for block_row, block in zip(row.blocks, stored.blocks, strict=True):
+        key = (conversation_id, row.seq, block_row.seq, _toggles(block, options))
+        n = blocks_cache.get(key)
+        if n is None:
+            n = tokens.block_tokens(block, vision=options.vision, shape=options.shape)
+            stats["blocks_counted"] += 1
+            blocks_cache.put(key, n)
+        own.append(n)
+    count = tokens.message_count(stored, vision=options.vision, shape=options.shape, counts=own)
+    model = row.metadata.get("model") if isinstance(row.metadata, dict) else None
+    return Counted(
+        row.seq,
+        row.role,
+        count,
+        tokens.usage_of(row.metadata),
+        model if isinstance(model, str) else "",
+    )
+
+
+def message_counts(conversation: Conversation, options: ReplayOptions) -> list[Counted]:
+    """Every message's count in seq order: one query when warm, plus the rows of the
+    messages that are new or grew since they were last counted."""
+    cid = conversation.id
+    sizes = selectors.block_counts(conversation)
+    found: dict[int, Counted] = {}
+    missing: list[int] = []
+    for seq, size in sizes.items():
+        hit = messages_cache.get((cid, seq, size, options.vision, options.shape))
+        if hit is None:
+            missing.append(seq)
+        else:
+            found[seq] = hit
+    if missing:
+        wanted = set(missing)
+        for row in selectors.message_rows(conversation, start=min(wanted), stop=max(wanted) + 1):
+            if row.seq in wanted:
+                counted = _count_row(cid, row, options)
+                key = (cid, row.seq, len(row.blocks), options.vision, options.shape)
+                messages_cache.put(key, counted)
+                found[row.seq] = counted
+    return [found[seq] for seq in sorted(found)]
+
+
+@dataclass(frozen=True, slots=True)
+class Pressure:
+    """How much of the window the next turn takes: per message, by kind, against the
+    window, with the message at which the compaction trigger is reached."""
+
+    options: ReplayOptions
+    messages: tuple[Counted, ...]
+    payload: tokens.PayloadCount
+    window: windows.Window
+    trigger: int
+    trigger_seq: int | None
+    cumulative: tuple[int, ...]  # overhead + every message up to and including this one
+
+    @property
+    def total(self) -> int:
+        return self.payload.total
+
+
+def pressure(
+    conversation: Conversation,
+    options: ReplayOptions,
+    *,
+    query: dict[str, str] | None = None,
+    policy: Policy | None = None,
+    total_blocks: int | None = None,
+) -> Pressure:
+    """The pressure of the whole conversation for these toggles; `query` may override the
+    model and the window (OptionError on a bad value). Append-only: (message count, block
+    total) names the record's state, so a page of an unchanged record reuses its answer
+    (`total_blocks`: `selectors.block_total`, when the caller has just read it)."""
+    query = query or {}
+    if total_blocks is None:
+        total_blocks = selectors.block_total(conversation)
+    trigger = policy.trigger if policy is not None and policy.name == "clear_tool_uses" else 0
+    state = (
+        conversation.id, conversation.message_count, total_blocks,
+        options, tuple(sorted(query.items())), trigger,
+        repr([conversation.metadata.get(k) for k in ("model", "context_window")]),
+    )  # fmt: skip
+    found = pressure_cache.get(state)
+    if found is not None:
+        return found
+    counted = message_counts(conversation, options)
+    result = _pressure(conversation, options, counted, query, policy)
+    if len(counted) == conversation.message_count:  # not raced by an append meanwhile
+        pressure_cache.put(state, result)
+    return result
+
+
+def _pressure(
+    conversation: Conversation,
+    options: ReplayOptions,
+    counted: Sequence[Counted],
+    query: dict[str, str],
+    policy: Policy | None,
+) -> Pressure:
+    payload = tokens.total_of([c.count for c in counted], options.shape)
+    models = (c.model for c in reversed(counted))
+    window = windows.resolve(query, conversation.metadata, models)
+    trigger = policy.trigger if policy is not None and policy.name == "clear_tool_uses" else (
+        compact.DEFAULT_TRIGGER
+    )  # fmt: skip
+    running = payload.overhead
+    cumulative: list[int] = []
+    trigger_seq = None
+    for c in counted:
+        running += c.count.tokens
+        cumulative.append(running)
+        if trigger_seq is None and running >= trigger:
+            trigger_seq = c.seq
+    return Pressure(
+        options, tuple(counted), payload, window, trigger, trigger_seq, tuple(cumulative)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Preview:
+    """A compaction preview: the pressure before and after, and the compacted record."""
+
+    before: Pressure
+    after: Pressure
+    compacted: Compacted
+    policy: Policy
+
+
+def preview(
+    conversation: Conversation,
+    options: ReplayOptions,
+    policy: Policy,
+    *,
+    query: dict[str, str] | None = None,
+) -> Preview:
+    """Compact the whole record with `policy` and count what is left; unchanged blocks are
+    counted from the cache, changed ones afresh."""
+    query = query or {}
+    rows = selectors.message_rows(conversation)
+    stored = selectors.stored_messages(rows)
+    before = pressure(conversation, options, query=query, policy=policy)
+    compacted = compact.compact(
+        stored,
+        policy,
+        seqs=[r.seq for r in rows],
+        boundaries=compact.boundary_seqs(conversation.metadata),
+        vision=options.vision,
+        shape=options.shape,
+        input_tokens=before.total,
+    )
+    by_seq = {c.seq: c for c in before.messages}
+    rows_by_seq = {r.seq: r for r in rows}
+    counted: list[Counted] = []
+    for seq, message in zip(compacted.seqs, compacted.messages, strict=True):
+        changed = [j for j in range(len(message.blocks)) if (seq, j) in compacted.changed]
+        old = by_seq.get(seq)
+        if old is not None and not changed:
+            counted.append(old)
+            continue
+        row = rows_by_seq[seq]
+        own = []
+        for j, (block_row, block) in enumerate(zip(row.blocks, message.blocks, strict=True)):
+            key = (conversation.id, seq, block_row.seq, _toggles(block, options))
+            cached = None if j in changed else blocks_cache.get(key)
+            own.append(
+                cached
+                if cached is not None
+                else tokens.block_tokens(block, vision=options.vision, shape=options.shape)
+            )
+        count = tokens.message_count(
+            message, vision=options.vision, shape=options.shape, counts=own
+        )
+        model = old.model if old is not None else ""
+        usage = old.usage if old is not None else None
+        counted.append(Counted(seq, row.role, count, usage, model))
+    after = _pressure(conversation, options, counted, query, policy)
+    return Preview(before, after, compacted, policy)
+
+
+def compacted_payload(
+    conversation: Conversation, options: ReplayOptions, policy: Policy
+) -> replay.Payload:
+    """The payload after `policy`: the unchanged projection of the compacted record."""
+    rows = selectors.message_rows(conversation)
+    stored = selectors.stored_messages(rows)
+    input_tokens = None
+    if policy.name == "clear_tool_uses":
+        input_tokens = pressure(conversation, options, policy=policy).total
+    compacted = compact.compact(
+        stored,
+        policy,
+        seqs=[r.seq for r in rows],
+        boundaries=compact.boundary_seqs(conversation.metadata),
+        vision=options.vision,
+        shape=options.shape,
+        input_tokens=input_tokens,
+    )
+    return replay.project(compacted.messages, vision=options.vision, shape=options.shape)
+
+
+def _usage_data(counted: Counted, input_estimate: int) -> dict[str, Any] | None:
+    usage = counted.usage
+    if usage is None:
+        return None
+    output_estimate = counted.count.tokens - counted.count.framing
+    return {
+        "input": usage.input,
+        "output": usage.output,
+        "input_estimate": input_estimate,
+        "output_estimate": output_estimate,
+        "input_ratio": tokens.ratio(usage.input, input_estimate),
+        "output_ratio": tokens.ratio(usage.output, output_estimate),
+    }
+
+
+def message_data(p: Pressure) -> list[dict[str, Any]]:
+    """Each message's count as the context API answers it (in seq order)."""
+    out = []
+    before = p.payload.overhead
+    for counted, cumulative in zip(p.messages, p.cumulative, strict=True):
+        item: dict[str, Any] = {
+            "seq": counted.seq,
+            "role": counted.role,
+            "tokens": counted.count.tokens,
+            "framing": counted.count.framing,
+            "by_kind": dict(counted.count.by_kind),
+            "cumulative": cumulative,
+        }
+        usage = _usage_data(counted, before)
+        if usage is not None:
+            item["usage"] = usage
+        out.append(item)
+        before = cumulative
+    return out
+
+
+def context_data(p: Pressure, preview: Preview | None = None) -> dict[str, Any]:
+    """GET /api/conversations/ID/context (SPEC §7): counts by message and kind, the total
+    (messages + `overhead`), the window and where the compaction trigger is reached."""
+    data: dict[str, Any] = {
+        "tokenizer": tokens.TOKENIZER,
+        "estimated": True,
+        "shape": p.options.shape,
+        "vision": p.options.vision,
+        "model": p.window.model or None,
+        "window": p.window.tokens,
+        "window_source": p.window.source,
+        "overhead": p.payload.overhead,
+        "total": p.total,
+        "by_kind": p.payload.by_kind(),
+        "threshold": {"tokens": p.trigger, "seq": p.trigger_seq},
+        "messages": message_data(p),
+        "compact": None,
+    }
+    if preview is not None:
+        data["compact"] = {
+            "policy": preview.policy.name,
+            "parameters": preview.policy.query(),
+            "before": preview.before.total,
+            "after": preview.after.total,
+            "changed": [{"seq": s, "block": b} for s, b in sorted(preview.compacted.changed)],
+            "dropped": preview.compacted.dropped,
+            "note": preview.compacted.note,
+        }
+    return data

@@ -1,0 +1,170 @@
+"""Token counts (SPEC §7): the vendored tokenizer, every block kind, framing, images."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+import tiktoken
+from hypothesis import given
+from hypothesis import strategies as st
+from tiktoken_ext import openai_public
+
+from conversations.core import replay, tokens
+from conversations.core.replay import (
+    ImageBlock,
+    ReasoningBlock,
+    StoredMessage,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from tests import replay_strategies as s
+
+
+def test_vendored_encoding_file_has_tiktokens_hash() -> None:
+    data = tokens.ENCODING_FILE.read_bytes()
+    assert hashlib.sha256(data).hexdigest() == tokens.ENCODING_SHA256
+    # The hash tiktoken itself expects for o200k_base.
+    assert tokens.ENCODING_SHA256 in Path(openai_public.__file__).read_text()
+
+
+def test_a_changed_encoding_file_is_refused(tmp_path) -> None:
+    bad = tmp_path / "o200k_base.tiktoken"
+    bad.write_bytes(tokens.ENCODING_FILE.read_bytes()[:-10])
+    with pytest.raises(tokens.EncodingFileError, match="SHA-256"):
+        tokens.load_ranks(bad)
+
+
+def test_our_encoding_is_tiktokens_o200k_base(monkeypatch) -> None:
+    """tiktoken's own constructor, fed the vendored ranks instead of a download, gives the
+    same pattern and special tokens, and so the same tokens."""
+    monkeypatch.setattr(openai_public, "load_tiktoken_bpe", lambda *a, **k: tokens.load_ranks())
+    official = openai_public.o200k_base()
+    assert official["pat_str"] == tokens.O200K_PATTERN
+    assert official["special_tokens"] == tokens.O200K_SPECIAL
+    reference = tiktoken.Encoding(**official)
+    for text in ["Hello, world!", "naïve café — 日本語のテキスト", "  \n\n\tx = {'a': 1}\n", ""]:
+        assert tokens.encoding().encode_ordinary(text) == reference.encode_ordinary(text)
+
+
+def test_known_counts() -> None:
+    assert tokens.count_text("") == 0
+    assert tokens.count_text("hello world") == 2
+    assert tokens.separator_tokens() == 1
+    assert tokens.count_text("<|endoftext|>") > 1  # special-token text counts as plain text
+
+
+@given(s.prose_blocks, st.booleans(), st.sampled_from(replay.SHAPES))
+def test_a_prose_blocks_count_is_its_wire_texts_count(block, vision, shape) -> None:
+    n = tokens.block_tokens(block, vision=vision, shape=shape)
+    assert n == len(tokens.encoding().encode_ordinary(replay.prose(block)))
+
+
+@given(s.image_blocks, st.sampled_from(replay.SHAPES))
+def test_an_image_without_vision_counts_as_its_marker(block, shape) -> None:
+    n = tokens.block_tokens(block, vision=False, shape=shape)
+    assert n == tokens.count_text(replay.image_marker(block.media_type))
+
+
+@given(s.records, st.booleans(), st.sampled_from(replay.SHAPES))
+def test_each_message_is_its_blocks_plus_framing(record, vision, shape) -> None:
+    """by_kind sums to tokens minus framing; the total is the messages plus the overhead;
+    a message that crosses as one string of one block counts exactly that string."""
+    counted = tokens.payload_count(record, vision=vision, shape=shape)
+    assert counted.total == counted.overhead + sum(m.tokens for m in counted.messages)
+    for message, count in zip(record, counted.messages, strict=True):
+        assert sum(count.by_kind.values()) == count.tokens - count.framing
+        assert all(v >= 0 for v in count.by_kind.values())
+        wire = replay.content(message, vision=vision, shape=shape)
+        lifted = shape == "anthropic" and message.role == "system"
+        envelope = 0 if lifted else tokens.MESSAGE_FRAMING[shape]
+        if isinstance(wire, str) and (len(message.blocks) <= 1 or wire == replay.EMPTY_MESSAGE):
+            assert count.tokens == envelope + tokens.count_text(wire)
+    assert set(counted.by_kind()) == set(tokens.COUNT_KINDS)
+
+
+def test_kinds_are_reported_by_block_and_system_by_role() -> None:
+    record = [
+        StoredMessage("system", (TextBlock("be brief"),)),
+        StoredMessage("user", (TextBlock("hi"), ImageBlock("image/png", "x", 3, 2))),
+        StoredMessage(
+            "assistant",
+            (ReasoningBlock("hm"), ToolUseBlock.of("c1", "ls", {"p": "/"})),
+        ),
+        StoredMessage("user", (ToolResultBlock("c1", "ls", "a b"),)),
+    ]
+    counted = tokens.payload_count(record, vision=True, shape="openai")
+    assert [set(m.by_kind) for m in counted.messages] == [
+        {"system"}, {"text", "image"}, {"reasoning", "tool_use"}, {"tool_result"},
+    ]  # fmt: skip
+    assert counted.messages[1].by_kind["image"] == 85 + 170
+    assert counted.messages[2].framing == 3 + 1  # envelope and one blank line
+
+
+def test_blank_runs_and_empty_messages_count_as_the_projection_sends_them() -> None:
+    blank_run = StoredMessage("user", (TextBlock("  "), ImageBlock("image/png", "x", 3, 2)))
+    count = tokens.message_count(blank_run, vision=True, shape="openai")
+    assert count.by_kind == {"text": 0, "image": 255}
+    empty = tokens.message_count(StoredMessage("user", ()), vision=True, shape="openai")
+    assert empty.tokens == 3 + tokens.count_text("[Empty message]")
+    lifted = tokens.message_count(
+        StoredMessage("system", (TextBlock("rules"),)), vision=True, shape="anthropic"
+    )
+    assert lifted.framing == 0
+
+
+# Images: hand-computed against the providers' own worked examples.
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "expected"),
+    [
+        (1024, 1024, 765),  # → 768×768, 4 tiles (OpenAI's example)
+        (2048, 4096, 1105),  # → 1024×2048 → 768×1536, 6 tiles (OpenAI's example)
+        (512, 512, 255),  # one tile, no resize
+        (3, 2, 255),
+        (4096, 8192, 1105),  # fit in 2048 first
+        (513, 512, 425),  # two tiles
+    ],
+)
+def test_openai_image_formula(width, height, expected) -> None:
+    assert tokens.openai_image_tokens(width, height) == expected
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "expected"),
+    [
+        (1000, 1000, 1334),  # Anthropic's table: ≈1,334
+        (200, 200, 54),  # ≈54
+        (1092, 1092, 1590),  # the largest 1:1 that is not resized: ≈1,590
+        (3000, 1500, 1590),  # long edge to 1568, then the pixel cap
+        (3, 2, 1),
+    ],
+)
+def test_anthropic_image_formula(width, height, expected) -> None:
+    assert tokens.anthropic_image_tokens(width, height) == expected
+
+
+def test_image_tokens_follow_the_shape_and_its_stored_size() -> None:
+    image = ImageBlock("image/png", "x", 1000, 1000)
+    assert tokens.block_tokens(image, vision=True, shape="openai") == 765
+    assert tokens.block_tokens(image, vision=True, shape="anthropic") == 1334
+    unknown = ImageBlock("image/png", "x")
+    assert tokens.block_tokens(unknown, vision=True, shape="anthropic") == 1590
+
+
+def test_usage_in_either_providers_names() -> None:
+    anthropic = {"usage": {"input_tokens": 10, "cache_read_input_tokens": 90,
+                           "cache_creation_input_tokens": 5, "output_tokens": 7}}  # fmt: skip
+    assert tokens.usage_of(anthropic) == tokens.Usage(105, 7)
+    chat = {"usage": {"prompt_tokens": 50, "completion_tokens": 4}}
+    assert tokens.usage_of(chat) == tokens.Usage(50, 4)
+    assert tokens.usage_of({"usage": {"output_tokens": 3}}) == tokens.Usage(None, 3)
+    assert tokens.usage_of({"usage": "x"}) is None
+    assert tokens.usage_of({}) is None
+    assert tokens.usage_of({"usage": {"input_tokens": True}}) is None
+    assert tokens.ratio(120, 100) == 1.2
+    assert tokens.ratio(None, 100) is None
+    assert tokens.ratio(5, 0) is None
