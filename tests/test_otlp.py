@@ -96,7 +96,7 @@ def test_protobuf_spans_land_in_the_conversation_they_name(token):
         ("assistant", ["Answer 0."]),
     ]
     conversation = TraceConversation.objects.get(key="conv-1").conversation
-    assert conversation.metadata["format"] == "otel-genai"
+    assert conversation.metadata["import"]["format"] == "otel-genai"
     assert conversation.metadata["service.name"] == "test-agent"
     reply = conversation.messages.get(seq=2)
     assert reply.metadata["gen_ai.request.model"] == "gpt-4o"
@@ -317,3 +317,23 @@ def test_json_bodies_are_held_to_the_api_limits(token):
     assert response.status_code == 400
     assert "nests deeper than 64 levels" in json.loads(response.content)["message"]
     assert Conversation.objects.count() == 0
+
+
+def test_parts_without_a_kind_of_their_own_are_gaps_of_the_conversation(token):
+    picture = {"type": "uri", "modality": "image", "uri": "https://example.com/cat.png"}
+    first = span(genai_attributes([user("Hello?")], [assistant("Hi.")], conversation="gapped"))
+    later = span(
+        genai_attributes(
+            [user("Hello?"), assistant("Hi."), {"role": "user", "parts": [picture]}],
+            None,
+            conversation="gapped",
+        ),
+        start=2,
+    )
+    for one in (first, later, later):  # the gap is listed once, where it was stored
+        post(request(one).SerializeToString(), token)
+    conversation = TraceConversation.objects.get(key="gapped").conversation
+    [gap] = conversation.metadata["gaps"]
+    assert (gap["kind"], gap["message"], gap["block"]) == ("image", 3, 0)
+    assert gap["detail"] == "https://example.com/cat.png"
+    assert "not stored" in conversation.messages.get(seq=3).blocks.get().text

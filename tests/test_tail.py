@@ -11,6 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from conversations.core.importers import claude_code
 from conversations.record.models import Conversation, Message, TailCursor
 from conversations.record.tail import Tail
 from tests.taildata import (
@@ -199,8 +200,8 @@ def test_a_directory_follows_every_session_and_links_subagents_both_ways(tmp_pat
     tail.poll()
     parent = conversation_of(session)
     child = conversation_of(subagent)
-    assert child.metadata["parent"] == str(parent.id)
-    assert parent.metadata["sidechains"] == [str(child.id)]
+    assert child.metadata["linked_from"] == str(parent.id)
+    assert parent.metadata["linked"] == [str(child.id)]
     assert stored(child) == imported(SUBAGENT)
     assert stored(parent) == imported(REJECTED)
 
@@ -263,3 +264,38 @@ def test_a_conversation_deleted_while_followed_is_not_brought_back(tmp_path, cap
     assert "its conversation was deleted; no longer following it" in caplog.text
     assert not TailCursor.objects.filter(path=str(target.resolve())).exists()
     assert stored(conversation_of(other)) == imported(REJECTED)  # the others go on
+
+
+def same_gaps(found: list[dict], expected: list[dict]) -> bool:
+    def key(gap: dict) -> bytes:
+        return orjson.dumps(gap, option=orjson.OPT_SORT_KEYS)
+
+    return sorted(map(key, found)) == sorted(map(key, expected))
+
+
+@pytest.mark.parametrize("source", [REJECTED, PARALLEL, COMPACT], ids=lambda p: p.stem)
+def test_a_followed_session_lists_its_gaps_as_its_import_does(tmp_path, source):
+    target = tmp_path / source.name
+    follow_line_by_line(source, target, Tail(target))
+    conversation = conversation_of(target)
+    expected = [gap.as_json() for gap in claude_code.read(source.read_bytes().splitlines()).gaps]
+    assert same_gaps(conversation.metadata["gaps"], expected)
+    assert conversation.metadata["import"]["format"] == "claude-code"
+
+
+def test_gaps_in_a_continued_message_are_placed_as_the_import_places_them(tmp_path):
+    all_lines = lines(REJECTED)
+    line = orjson.loads(all_lines[6])
+    assert line["type"] == "assistant"
+    line["message"]["content"] = [{"type": "mystery_block", "payload": {"x": 1}}]
+    source = tmp_path / "source.jsonl"
+    source.write_bytes(
+        b"".join(all_lines[:6]) + orjson.dumps(line) + b"\n" + b"".join(all_lines[7:])
+    )
+    target = tmp_path / "s.jsonl"
+    follow_line_by_line(source, target, Tail(target))
+    expected = [gap.as_json() for gap in claude_code.read(source.read_bytes().splitlines()).gaps]
+    placed = [gap for gap in expected if "message" in gap]
+    assert placed and placed[0]["block"] > 0  # inside a message written over several lines
+    assert same_gaps(conversation_of(target).metadata["gaps"], expected)
+    assert stored(conversation_of(target)) == imported(source)

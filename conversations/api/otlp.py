@@ -83,6 +83,12 @@ def _store(span: otlp.GenAISpan) -> str | None:
         imported = otel_genai.messages(
             span.system_instructions, span.input_messages, span.output_messages
         )
+        gaps: dict[int, list[dict[str, Any]]] = {}
+        for gap in imported.gaps:
+            if gap.message is not None:
+                placed = gap.as_json()
+                del placed["message"]
+                gaps.setdefault(gap.message, []).append(placed)
         messages = [
             services.TracedMessage(
                 message=services.message_in(
@@ -92,6 +98,7 @@ def _store(span: otlp.GenAISpan) -> str | None:
                     f"messages[{index}]",
                 ),
                 fingerprint=follow.fingerprint(message.role, message.blocks),
+                gaps=tuple(gaps.get(index, ())),
             )
             for index, message in enumerate(imported.messages)
         ]
@@ -103,7 +110,9 @@ def _store(span: otlp.GenAISpan) -> str | None:
         key=span.key[:255],
         title=_title(span),
         metadata={
-            "format": "otel-genai",
+            # As an import describes its source, so the page says where it came from.
+            "import": {"format": "otel-genai", "received": "POST /v1/traces"},
+            "gaps": [],
             "conversation_id" if span.conversation_id else "trace_id": span.key,
             **({"service.name": span.service} if span.service else {}),
         },

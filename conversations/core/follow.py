@@ -112,6 +112,8 @@ class NewMessage:
     source_ids: tuple[str, ...]
     # A compaction boundary just before this message (SPEC §6 rule 5), if any.
     marker: dict[str, Any] | None = None
+    # What its blocks could not hold (`block` counts from its first block).
+    gaps: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +123,7 @@ class MoreBlocks:
     blocks: list[dict[str, Any]]
     metadata: dict[str, Any]
     source_ids: tuple[str, ...]
+    gaps: tuple[dict[str, Any], ...] = ()  # `block` counts from the first of these blocks
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,3 +160,11 @@ def source_ids(metadata: dict[str, Any]) -> set[str]:
     if isinstance(uuids, list):
         ids.update(u for u in uuids if isinstance(u, str))
     return ids
+
+
+def placed_gap(gap: dict[str, Any], message: int, first_block: int) -> dict[str, Any]:
+    """A gap of a step, placed: in message `message`, counting blocks from `first_block`."""
+    placed = gap | {"message": message}
+    if isinstance(gap.get("block"), int):
+        placed["block"] = gap["block"] + first_block
+    return placed

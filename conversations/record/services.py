@@ -567,18 +567,19 @@ def tail_cursor_create(
     *, path: str, title: str, metadata: dict[str, Any], parent: Conversation | None = None
 ) -> TailCursor:
     """The cursor of a file followed for the first time, with the conversation it feeds;
-    a subagent's conversation and its `parent` session's are linked both ways."""
+    a subagent's conversation and its `parent` session's are linked both ways in metadata
+    (`linked_from`, `linked`), as an import links them."""
     with transaction.atomic():
         if parent is not None:
-            metadata = metadata | {"parent": str(parent.id)}
+            metadata = metadata | {"linked_from": str(parent.id)}
         conversation = conversation_create(title=title, metadata=metadata)
         if parent is not None:
             locked = _lock(parent)
-            sidechains = list(locked.metadata.get("sidechains") or [])
+            linked = list(locked.metadata.get("linked") or [])
             conversation_update(
                 conversation=locked,
                 title=locked.title,
-                metadata=locked.metadata | {"sidechains": [*sidechains, str(conversation.id)]},
+                metadata=locked.metadata | {"linked": [*linked, str(conversation.id)]},
             )
         return TailCursor.objects.create(
             path=path, path_digest=path_digest(path), conversation=conversation
@@ -611,6 +612,7 @@ def tail_append(
     with transaction.atomic():
         conversation = _lock(cursor.conversation)
         batch: list[MessageIn] = []
+        gaps: list[dict[str, Any]] = []
 
         def flush() -> None:
             if batch:
@@ -628,10 +630,12 @@ def tail_append(
                         _mark_boundary(
                             conversation, step.marker, conversation.message_count + len(batch)
                         )
+                    seq = conversation.message_count + len(batch)
+                    gaps += [follow.placed_gap(gap, seq, 0) for gap in step.gaps]
                     batch.append(message_in(step.role, step.blocks, metadata, "line"))
                 case follow.MoreBlocks():
                     flush()
-                    _continue_latest(conversation, step)
+                    gaps += _continue_latest(conversation, step)
                 case follow.Describe():
                     flush()
                     conversation_update(
@@ -645,6 +649,13 @@ def tail_append(
                 added.update(step.source_ids)
             stored += 1
         flush()
+        if gaps:  # listed on the conversation, as an import lists them (SPEC §6 rule 3)
+            conversation_update(
+                conversation=conversation,
+                title=conversation.title,
+                metadata=conversation.metadata
+                | {"gaps": [*(conversation.metadata.get("gaps") or []), *gaps]},
+            )
         cursor.offset = position.offset
         cursor.head_len = position.head_len
         cursor.head_digest = position.head
@@ -672,16 +683,19 @@ def _mark_boundary(conversation: Conversation, marker: dict[str, Any], before_se
     )
 
 
-def _continue_latest(conversation: Conversation, step: follow.MoreBlocks) -> None:
+def _continue_latest(conversation: Conversation, step: follow.MoreBlocks) -> list[dict[str, Any]]:
+    """Append the step's blocks to the latest message; its gaps, placed."""
     message = Message.objects.filter(conversation=conversation).order_by("-seq").first()
     if message is None:
         raise IngestError("line", "continues a message, but none is stored yet")
+    gaps = [follow.placed_gap(gap, message.seq, message.block_count) for gap in step.gaps]
     for block in blocks_in(step.blocks, "blocks"):
         block_append(message=message, block=block)
     # Its provenance names every line it was read from, as an import's does.
     Message.objects.filter(pk=message.pk).update(
         metadata=follow.merge_provenance(message.metadata, step.metadata)
     )
+    return gaps
 
 
 def tail_rewind(*, cursor: TailCursor) -> None:
@@ -706,6 +720,7 @@ class TracedMessage:
 
     message: MessageIn
     fingerprint: str
+    gaps: tuple[dict[str, Any], ...] = ()  # what its blocks could not hold (`block` index)
 
 
 def trace_continue(
@@ -746,7 +761,20 @@ def trace_continue(
             for offset, item in enumerate(messages[plan.start :])
         ]
         if new:
+            first = locked.message_count
+            gaps = [
+                follow.placed_gap(gap, first + offset, 0)
+                for offset, item in enumerate(messages[plan.start :])
+                for gap in item.gaps
+            ]
             messages_append(conversation=locked, messages=new)
+            if gaps:  # listed on the conversation, as an import lists them
+                conversation_update(
+                    conversation=locked,
+                    title=locked.title,
+                    metadata=locked.metadata
+                    | {"gaps": [*(locked.metadata.get("gaps") or []), *gaps]},
+                )
     return Traced(locked, len(new))
 
 

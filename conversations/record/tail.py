@@ -63,15 +63,17 @@ class Translator:
             match action:
                 case claude_code.NewMessage():
                     ids = (action.uuid,) if action.uuid else ()
+                    gaps = tuple(gap.as_json() for gap in action.gaps)
                     out.append(
                         follow.NewMessage(
-                            action.role, action.blocks, action.metadata, ids, self.marker
+                            action.role, action.blocks, action.metadata, ids, self.marker, gaps
                         )
                     )
                     self.marker = None
                 case claude_code.AppendBlocks():
                     ids = (action.uuid,) if action.uuid else ()
-                    out.append(follow.MoreBlocks(action.blocks, action.metadata, ids))
+                    gaps = tuple(gap.as_json() for gap in action.gaps)
+                    out.append(follow.MoreBlocks(action.blocks, action.metadata, ids, gaps))
                 case claude_code.Marker():
                     self.marker = {"kind": action.kind, **action.detail}
                 case claude_code.Title():
@@ -184,7 +186,7 @@ class FileFollower:
             return
         for number, line in self._lines_before(position.offset):
             with contextlib.suppress(ImportFormatError):  # logged when first read
-                self.translator.steps(line, f"{self.path}: line {number}")
+                self.translator.steps(line, f"line {number}")
 
     def _restart(self) -> None:
         assert self.cursor is not None
@@ -234,13 +236,13 @@ class FileFollower:
     def _translate(self, raw: bytes, number: int) -> list[follow.Step]:
         if not raw.strip():
             return []
-        where = f"{self.path}: line {number}"
+        where = f"line {number}"  # as an import names it; the log adds the file
         try:
             return self.translator.steps(strictjson.loads(raw, root="line"), where)
         except strictjson.StrictJSONError as exc:
-            log.warning("%s is not storable JSON (%s); skipped", where, exc)
+            log.warning("%s: %s is not storable JSON (%s); skipped", self.path, where, exc)
         except ImportFormatError as exc:
-            log.warning("%s; skipped", exc)
+            log.warning("%s: %s; skipped", self.path, exc)
         return []
 
     def _apply(self, steps: list[follow.Step], end: int, lines: int) -> int:
@@ -253,7 +255,18 @@ class FileFollower:
             self.cursor = services.tail_cursor_create(
                 path=self.key,
                 title=self.path.stem,
-                metadata={"format": "claude-code", "file": self.path.name},
+                metadata={
+                    # As an import of the file describes it, so its page says the same.
+                    "import": {
+                        "format": "claude-code",
+                        "file_name": self.path.name,
+                        "followed": True,
+                    },
+                    "gaps": [
+                        {"kind": kind, "detail": detail, "where": ""}
+                        for kind, detail in claude_code.NOT_RECORDED
+                    ],
+                },  # fmt: skip
                 parent=parent_cursor.conversation if parent_cursor is not None else None,
             )
             self.resumed = True
