@@ -6,6 +6,7 @@ itself, killed and restarted, is in test_tail_process.py and the browser test.""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import orjson
@@ -299,3 +300,20 @@ def test_gaps_in_a_continued_message_are_placed_as_the_import_places_them(tmp_pa
     assert placed and placed[0]["block"] > 0  # inside a message written over several lines
     assert same_gaps(conversation_of(target).metadata["gaps"], expected)
     assert stored(conversation_of(target)) == imported(source)
+
+
+def test_old_sessions_are_read_and_let_go_of(tmp_path):
+    old = time.time() - 3600
+    for n in range(20):
+        session = tmp_path / f"old-{n}.jsonl"
+        append(session, b"".join(lines(REJECTED)))
+        os.utime(session, (old, old))
+    tail = Tail(tmp_path)
+    tail.discover()
+    tail.poll()
+    assert TailCursor.objects.count() == 20
+    assert all(follower.handle is None for follower in tail.followers.values())
+    active = tmp_path / "old-0.jsonl"
+    append(active, lines(COMPACT)[0])  # it comes back to life: followed again
+    tail.poll()
+    assert tail.followers[active].handle is not None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,9 @@ log = logging.getLogger(__name__)
 PATTERN = "*.jsonl"
 READ_LIMIT = 16 * 1024 * 1024  # at most this much is read from one file per tick
 BATCH_LINES = 200  # lines stored per transaction while catching up
+# A file unchanged this long is read, then let go (reopened when it changes): an open
+# handle is what lets a rotated file be read to its end, and only active files rotate.
+IDLE_CLOSE = 60.0
 
 
 @dataclass(slots=True)
@@ -119,12 +123,18 @@ class FileFollower:
         if self.handle is not None and os.fstat(self.handle.fileno()).st_ino != status.st_ino:
             stored += self._drain_and_close()  # rotated: the old file's last lines first
         seen = (status.st_ino, status.st_size, status.st_mtime_ns)
-        if self.handle is not None and seen == self.seen:
+        idle = time.time() - status.st_mtime > IDLE_CLOSE
+        if seen == self.seen:
+            if idle:
+                self.close()  # a folder of old sessions must not hold a descriptor each
             return stored
         if self.handle is None:
-            self.handle = open(self.path, "rb")  # noqa: SIM115  (kept open across polls)
+            self.handle = open(self.path, "rb")  # noqa: SIM115  (kept open while active)
         self.seen = seen
-        return stored + self._read()
+        stored += self._read()
+        if idle:
+            self.close()
+        return stored
 
     def _drain_and_close(self) -> int:
         if self.handle is None:
