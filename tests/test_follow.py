@@ -21,6 +21,8 @@ def test_a_grown_file_is_the_same_file_a_truncated_or_replaced_one_is_not():
     assert not follow.still_the_same_file(position, 3, first[:3])  # truncated
     other = b'{"uuid": "z"}\n{"uuid": "b"}\n'
     assert not follow.still_the_same_file(position, len(other), other)  # replaced
+    # A cursor that has read nothing yet (new, or rewound) fits any file.
+    assert follow.still_the_same_file(follow.Position(0, 0, ""), len(other), other)
 
 
 def messages(*texts: str) -> list[str]:

@@ -42,6 +42,8 @@ def still_the_same_file(position: Position, size: int, head: bytes) -> bool:
     than what was read and starts with the same bytes. (A rotated or replaced file, or one
     truncated and written again, is not; inode numbers are not trusted, since network
     filesystems and atomic-rename writers change them for the same content.)"""
+    if position.head_len == 0:
+        return position.offset == 0  # nothing read yet: any file is where it starts
     if size < position.offset or len(head) < position.head_len:
         return False
     return head_digest(head[: position.head_len]) == position.head
