@@ -8,6 +8,8 @@ from conversations.record.models import (
     IdempotentResponse,
     Message,
     Role,
+    TailCursor,
+    TraceConversation,
 )
 
 __all__ = [
@@ -18,4 +20,6 @@ __all__ = [
     "IdempotentResponse",
     "Message",
     "Role",
+    "TailCursor",
+    "TraceConversation",
 ]

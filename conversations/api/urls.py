@@ -1,9 +1,10 @@
 from django.urls import path
 
-from conversations.api import views
+from conversations.api import otlp, views
 
 urlpatterns = [
     path("api/imports", views.imports, name="api-imports"),
+    path("v1/traces", otlp.traces, name="otlp-traces"),
     path("api/conversations", views.conversations, name="api-conversations"),
     path("api/conversations/<str:conversation_id>", views.conversation, name="api-conversation"),
     path(

@@ -80,7 +80,7 @@ def parse_json(request: HttpRequest) -> dict[str, Any]:
     try:
         raw = request.body
     except RequestDataTooBig:
-        raise _too_big() from None
+        raise too_big() from None
     if not raw.strip():
         raise ApiError(400, "Request body is empty: send a JSON object.")
     try:
@@ -105,8 +105,18 @@ def validate(schema: type[BaseModel], data: Any) -> Any:
         raise ApiError(400, error_sentence(exc), errors=error_list(exc)) from None
 
 
-def api(*methods: str) -> Callable[[View], View]:
-    """Authenticate the bearer token, check the method, and turn failures into JSON errors.
+ErrorRenderer: TypeAlias = Callable[[HttpRequest, int, str, dict[str, Any]], HttpResponse]
+
+
+def _json_error(
+    request: HttpRequest, status: int, error: str, extra: dict[str, Any]
+) -> HttpResponse:
+    return error_response(status, error, **extra)
+
+
+def api(*methods: str, errors: ErrorRenderer = _json_error) -> Callable[[View], View]:
+    """Authenticate the bearer token, check the method, and turn failures into JSON errors
+    (or into what `errors` renders, for protocols with error bodies of their own).
 
     A POST with an Idempotency-Key runs in one transaction with the saved answer, so a
     repeat returns the first answer and stores nothing again.
@@ -118,9 +128,11 @@ def api(*methods: str) -> Callable[[View], View]:
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             try:
                 if request.method not in methods:
-                    response = error_response(
+                    response = errors(
+                        request,
                         405,
                         f"Method {request.method} is not allowed here; use {', '.join(methods)}.",
+                        {},
                     )
                     response["Allow"] = ", ".join(methods)
                     return response
@@ -130,19 +142,22 @@ def api(*methods: str) -> Callable[[View], View]:
                     return _idempotent(view, request, token, key, args, kwargs)
                 return view(request, *args, **kwargs)
             except ApiError as exc:
-                return error_response(exc.status, exc.error, **exc.extra)
+                response = errors(request, exc.status, exc.error, exc.extra)
+                if exc.status == 401:
+                    response["WWW-Authenticate"] = 'Bearer realm="replay"'
+                return response
             except services.IngestError as exc:
-                return error_response(400, str(exc), field=exc.field)
+                return errors(request, 400, str(exc), {"field": exc.field})
             except RequestDataTooBig:
-                too_big = _too_big()
-                return error_response(too_big.status, too_big.error)
+                over = too_big()
+                return errors(request, over.status, over.error, {})
 
         return wrapper
 
     return decorator
 
 
-def _too_big() -> ApiError:
+def too_big() -> ApiError:
     return ApiError(
         413,
         f"Request body is over the {settings.REPLAY_MAX_BODY_MB} MB limit (REPLAY_MAX_BODY_MB).",
@@ -162,7 +177,7 @@ def _idempotent(
     try:
         body = request.body
     except RequestDataTooBig:
-        raise _too_big() from None
+        raise too_big() from None
     fingerprint = hashlib.sha256(
         b"%s %s\n%s" % (str(request.method).encode(), request.path.encode(), body)
     ).hexdigest()
@@ -363,7 +378,7 @@ def imports(request: HttpRequest) -> HttpResponse:
     try:
         raw = request.body
     except RequestDataTooBig:
-        raise _too_big() from None
+        raise too_big() from None
     outcome = import_bytes(
         raw, request.GET.get("format") or None, request.GET.get("title"), request.GET.get("name")
     )

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Iterable
 from datetime import datetime
@@ -14,9 +15,9 @@ from typing import Any, NamedTuple, assert_never, cast
 import orjson
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Sum
 
-from conversations.core import replay
+from conversations.core import follow, replay
 from conversations.core.blocks import BlockKind, kind_of
-from conversations.record.models import Block, Conversation, Message
+from conversations.record.models import Block, Conversation, Message, TailCursor
 
 BLOCK_COLUMNS = (
     "message_id", "seq", "type", "text", "call_id", "name", "input_json", "is_error",
@@ -248,3 +249,21 @@ def unanswered_tool_calls(conversations: Iterable[Conversation]) -> set[uuid.UUI
         else:
             open_calls.discard(call_id)
     return {conversation_id for conversation_id, calls in pending.items() if calls}
+
+
+def tail_cursor(path: str) -> TailCursor | None:
+    """The cursor `manage.py tail` keeps for a file (by its resolved path)."""
+    digest = hashlib.sha256(path.encode()).hexdigest()
+    return TailCursor.objects.select_related("conversation").filter(path_digest=digest).first()
+
+
+def source_uuids(conversation: Conversation) -> set[str]:
+    """The uuids of every source line stored in a conversation (read once per followed
+    file, when `tail` resumes it, so that lines read again are stored only once)."""
+    ids: set[str] = set()
+    for metadata in Message.objects.filter(conversation=conversation).values_list(
+        "metadata", flat=True
+    ):
+        if isinstance(metadata, dict):
+            ids |= follow.source_ids(metadata)
+    return ids

@@ -21,7 +21,7 @@ from django.db.models import F
 from django.utils import timezone
 from pydantic import ValidationError
 
-from conversations.core import importers, replay
+from conversations.core import follow, importers, replay
 from conversations.record import events
 from conversations.record.models import (
     ApiToken,
@@ -31,6 +31,8 @@ from conversations.record.models import (
     IdempotentResponse,
     Message,
     Role,
+    TailCursor,
+    TraceConversation,
 )
 from conversations.record.schemas import (
     BLOCK_ADAPTER,
@@ -533,3 +535,258 @@ def import_find(*, sha256: str) -> ImportOutcome | None:
     linked = list(Conversation.objects.filter(pk__in=linked_ids))
     gaps = conversation.metadata.get("gaps") or []
     return ImportOutcome(conversation, False, conversation.message_count, blocks, gaps, linked)
+
+
+# Following live sources (SPEC §6 "Following live agents"): `manage.py tail` and
+# `POST /v1/traces`. Both only ever append, each append idempotent by its source.
+
+
+def message_in(
+    role: str, blocks: Sequence[dict[str, Any]], metadata: dict[str, Any], field: str
+) -> MessageIn:
+    """An imported message (block dicts, `origin` included) validated exactly as at ingest;
+    IngestError names the field under `field`."""
+    try:
+        return MessageIn.model_validate({"role": role, "blocks": blocks, "metadata": metadata})
+    except ValidationError as exc:
+        raise IngestError(field, error_sentence(exc)) from None
+
+
+def blocks_in(blocks: Sequence[dict[str, Any]], field: str) -> list[BlockIn]:
+    """Imported block dicts validated exactly as at ingest, `origin` included."""
+    out: list[BlockIn] = []
+    for index, block in enumerate(blocks):
+        try:
+            out.append(BLOCK_ADAPTER.validate_python(block))
+        except ValidationError as exc:
+            raise IngestError(f"{field}[{index}]", error_sentence(exc)) from None
+    return out
+
+
+def tail_cursor_create(
+    *, path: str, title: str, metadata: dict[str, Any], parent: Conversation | None = None
+) -> TailCursor:
+    """The cursor of a file followed for the first time, with the conversation it feeds;
+    a subagent's conversation and its `parent` session's are linked both ways in metadata
+    (`linked_from`, `linked`), as an import links them."""
+    with transaction.atomic():
+        if parent is not None:
+            metadata = metadata | {"linked_from": str(parent.id)}
+        conversation = conversation_create(title=title, metadata=metadata)
+        if parent is not None:
+            locked = _lock(parent)
+            linked = list(locked.metadata.get("linked") or [])
+            conversation_update(
+                conversation=locked,
+                title=locked.title,
+                metadata=locked.metadata | {"linked": [*linked, str(conversation.id)]},
+            )
+        return TailCursor.objects.create(
+            path=path, path_digest=path_digest(path), conversation=conversation
+        )
+
+
+def path_digest(path: str) -> str:
+    return hashlib.sha256(path.encode()).hexdigest()
+
+
+def tail_append(
+    *,
+    cursor: TailCursor,
+    steps: Sequence[follow.Step],
+    position: follow.Position,
+    lines: int,
+    known: set[str],
+    device: int | None = None,
+    inode: int | None = None,
+) -> int:
+    """Store what a file's new lines hold and move its cursor past them, in one transaction.
+
+    A step whose source ids are all in `known` (already stored) is skipped, so a file read
+    again stores nothing twice; `known` gains the ids stored, once committed. Consecutive
+    new messages go in as one batch (one message_added on commit); blocks continuing the
+    latest message broadcast block_added each. Returns the steps stored.
+    """
+    stored = 0
+    added: set[str] = set()  # into `known` only once committed: a rollback stores nothing
+    with transaction.atomic():
+        conversation = _lock(cursor.conversation)
+        batch: list[MessageIn] = []
+        gaps: list[dict[str, Any]] = []
+
+        def flush() -> None:
+            if batch:
+                messages_append(conversation=conversation, messages=batch)
+                batch.clear()
+
+        for step in steps:
+            if not isinstance(step, follow.Describe) and _all_known(step.source_ids, known, added):
+                continue
+            match step:
+                case follow.NewMessage():
+                    metadata = dict(step.metadata)
+                    if step.marker is not None:
+                        metadata["compact_boundary"] = step.marker
+                        _mark_boundary(
+                            conversation, step.marker, conversation.message_count + len(batch)
+                        )
+                    seq = conversation.message_count + len(batch)
+                    gaps += [follow.placed_gap(gap, seq, 0) for gap in step.gaps]
+                    batch.append(message_in(step.role, step.blocks, metadata, "line"))
+                case follow.MoreBlocks():
+                    flush()
+                    gaps += _continue_latest(conversation, step)
+                case follow.Describe():
+                    flush()
+                    conversation_update(
+                        conversation=conversation,
+                        title=step.title if step.title is not None else conversation.title,
+                        metadata=conversation.metadata | (step.metadata or {}),
+                    )
+                case _:
+                    assert_never(step)
+            if not isinstance(step, follow.Describe):
+                added.update(step.source_ids)
+            stored += 1
+        flush()
+        if gaps:  # listed on the conversation, as an import lists them (SPEC §6 rule 3)
+            conversation_update(
+                conversation=conversation,
+                title=conversation.title,
+                metadata=conversation.metadata
+                | {"gaps": [*(conversation.metadata.get("gaps") or []), *gaps]},
+            )
+        cursor.offset = position.offset
+        cursor.head_len = position.head_len
+        cursor.head_digest = position.head
+        cursor.lines = lines
+        cursor.device = device
+        cursor.inode = inode
+        cursor.save()
+    known |= added
+    return stored
+
+
+def _all_known(ids: tuple[str, ...], known: set[str], added: set[str]) -> bool:
+    return bool(ids) and all(i in known or i in added for i in ids)
+
+
+def _mark_boundary(conversation: Conversation, marker: dict[str, Any], before_seq: int) -> None:
+    """A compaction boundary before message `before_seq`, kept in the conversation's
+    metadata as the importer keeps it (SPEC §6 rule 5)."""
+    boundaries = list(conversation.metadata.get("compact_boundaries") or [])
+    conversation_update(
+        conversation=conversation,
+        title=conversation.title,
+        metadata=conversation.metadata
+        | {"compact_boundaries": [*boundaries, marker | {"before_seq": before_seq}]},
+    )
+
+
+def _continue_latest(conversation: Conversation, step: follow.MoreBlocks) -> list[dict[str, Any]]:
+    """Append the step's blocks to the latest message; its gaps, placed."""
+    message = Message.objects.filter(conversation=conversation).order_by("-seq").first()
+    if message is None:
+        raise IngestError("line", "continues a message, but none is stored yet")
+    gaps = [follow.placed_gap(gap, message.seq, message.block_count) for gap in step.gaps]
+    for block in blocks_in(step.blocks, "blocks"):
+        block_append(message=message, block=block)
+    # Its provenance names every line it was read from, as an import's does.
+    Message.objects.filter(pk=message.pk).update(
+        metadata=follow.merge_provenance(message.metadata, step.metadata)
+    )
+    return gaps
+
+
+def tail_rewind(*, cursor: TailCursor) -> None:
+    """Forget where a file was read up to (it was truncated or replaced): it is read again
+    from its start, and what is already stored is recognised by its source ids."""
+    TailCursor.objects.filter(pk=cursor.pk).update(offset=0, head_len=0, head_digest="", lines=0)
+    cursor.offset, cursor.head_len, cursor.head_digest, cursor.lines = 0, 0, "", 0
+
+
+@dataclass(frozen=True, slots=True)
+class Traced:
+    """What one span did to its conversation: `appended` messages, or `diverges_at`."""
+
+    conversation: Conversation
+    appended: int
+    diverges_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TracedMessage:
+    """One message of a span's history, validated, with its `follow.fingerprint`."""
+
+    message: MessageIn
+    fingerprint: str
+    gaps: tuple[dict[str, Any], ...] = ()  # what its blocks could not hold (`block` index)
+
+
+def trace_continue(
+    *, key: str, title: str, metadata: dict[str, Any], messages: Sequence[TracedMessage]
+) -> Traced:
+    """Append what a span's whole history holds past the stored one (the suffix rule).
+
+    The conversation is found (or created) by `key`; each stored message keeps the chain
+    fingerprint of the history up to it, so one stored value decides. A history that
+    disagrees with the stored one stores nothing and names the first differing message.
+    Broadcasts one message_added on commit when something was appended.
+    """
+    chained = follow.chain([message.fingerprint for message in messages])
+    with transaction.atomic():
+        conversation = _trace_conversation(key=key, title=title, metadata=metadata)
+        locked = _lock(conversation)
+        index = follow.compared_index(len(chained), locked.message_count)
+        stored: str | None = None
+        if index is not None:
+            row = Message.objects.filter(conversation=locked, seq=index).first()
+            stored = row.metadata.get(follow.FINGERPRINT_KEY) if row is not None else None
+        plan = follow.continuation(chained, locked.message_count, stored)
+        if plan.diverges:
+            values = [
+                m.get(follow.FINGERPRINT_KEY, "")
+                for m in Message.objects.filter(conversation=locked, seq__lt=len(chained))
+                .order_by("seq")
+                .values_list("metadata", flat=True)
+            ]
+            return Traced(locked, 0, follow.first_difference(chained, values))
+        new = [
+            item.message.model_copy(
+                update={
+                    "metadata": item.message.metadata
+                    | {follow.FINGERPRINT_KEY: chained[plan.start + offset]}
+                }
+            )
+            for offset, item in enumerate(messages[plan.start :])
+        ]
+        if new:
+            first = locked.message_count
+            gaps = [
+                follow.placed_gap(gap, first + offset, 0)
+                for offset, item in enumerate(messages[plan.start :])
+                for gap in item.gaps
+            ]
+            messages_append(conversation=locked, messages=new)
+            if gaps:  # listed on the conversation, as an import lists them
+                conversation_update(
+                    conversation=locked,
+                    title=locked.title,
+                    metadata=locked.metadata
+                    | {"gaps": [*(locked.metadata.get("gaps") or []), *gaps]},
+                )
+    return Traced(locked, len(new))
+
+
+def _trace_conversation(*, key: str, title: str, metadata: dict[str, Any]) -> Conversation:
+    source = TraceConversation.objects.select_related("conversation").filter(key=key).first()
+    if source is not None:
+        return source.conversation
+    try:
+        with transaction.atomic():
+            conversation = conversation_create(title=title, metadata=metadata)
+            TraceConversation.objects.create(key=key, conversation=conversation)
+            return conversation
+    except IntegrityError:
+        # A concurrent span of the same conversation created it first.
+        return TraceConversation.objects.select_related("conversation").get(key=key).conversation

@@ -1,0 +1,138 @@
+"""`POST /v1/traces`: an OTLP/HTTP trace receiver for GenAI spans (SPEC §6).
+
+Protobuf or JSON, gzip or not, bearer token (exporters send it through
+`OTEL_EXPORTER_OTLP_HEADERS`). Each span carrying GenAI messages lands in the conversation
+named by `gen_ai.conversation.id`, else by its trace id; spans repeat the history, so only
+what continues the stored one is appended. The answer is an `ExportTraceServiceResponse`
+in the request's content type, whose `partial_success` names the spans not stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse
+
+from conversations.api.views import ApiError, api, too_big
+from conversations.core import follow, otlp
+from conversations.core.importers import otel_genai
+from conversations.core.importers.common import ImportFormatError
+from conversations.record import services
+
+# google.rpc.Code values for the Status body of a failed export.
+RPC_CODES = {400: 3, 401: 16, 404: 5, 405: 12, 413: 8, 415: 3}
+SHOWN_REJECTIONS = 5  # how many rejected spans the error message names
+
+
+def _encoding(request: HttpRequest) -> otlp.Encoding:
+    return otlp.encoding_of(request.headers.get("Content-Type", "")) or "json"
+
+
+def otlp_error(
+    request: HttpRequest, status: int, error: str, extra: dict[str, Any]
+) -> HttpResponse:
+    """A failed export, as OTLP/HTTP wants it: a `google.rpc.Status` in the request's
+    content type (JSON when that type is not one OTLP knows)."""
+    encoding = _encoding(request)
+    return HttpResponse(
+        otlp.status(encoding, RPC_CODES.get(status, 2), error),
+        status=status,
+        content_type=otlp.MEDIA_TYPES[encoding],
+    )
+
+
+@api("POST", errors=otlp_error)
+def traces(request: HttpRequest) -> HttpResponse:
+    encoding = otlp.encoding_of(request.headers.get("Content-Type", ""))
+    if encoding is None:
+        raise ApiError(
+            415, "Content-Type must be application/x-protobuf or application/json (OTLP/HTTP)."
+        )
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        raise too_big() from None
+    limit = settings.REPLAY_MAX_BODY_MB * 1024 * 1024
+    try:
+        body = otlp.decompress(raw, request.headers.get("Content-Encoding", ""), limit=limit)
+        export = otlp.decode_request(body, encoding)
+    except otlp.TooLarge:
+        raise too_big() from None
+    except otlp.OtlpError as exc:
+        raise ApiError(400, f"Request body: {exc}.") from None
+    spans, _total = otlp.genai_spans(export)
+    rejected: list[str] = []
+    for span in spans:
+        problem = _store(span)
+        if problem is not None:
+            rejected.append(f"span {span.span_id}: {problem}")
+    message = "; ".join(rejected[:SHOWN_REJECTIONS])
+    if len(rejected) > SHOWN_REJECTIONS:
+        message += f"; and {len(rejected) - SHOWN_REJECTIONS} more"
+    return HttpResponse(
+        otlp.export_response(encoding, rejected=len(rejected), message=message),
+        content_type=otlp.MEDIA_TYPES[encoding],
+    )
+
+
+def _store(span: otlp.GenAISpan) -> str | None:
+    """Append what the span adds to its conversation; why it was not stored, if it was not."""
+    try:
+        imported = otel_genai.messages(
+            span.system_instructions, span.input_messages, span.output_messages
+        )
+        gaps: dict[int, list[dict[str, Any]]] = {}
+        for gap in imported.gaps:
+            if gap.message is not None:
+                placed = gap.as_json()
+                del placed["message"]
+                gaps.setdefault(gap.message, []).append(placed)
+        messages = [
+            services.TracedMessage(
+                message=services.message_in(
+                    message.role,
+                    message.blocks,
+                    _metadata(span, message.role, message.metadata),
+                    f"messages[{index}]",
+                ),
+                fingerprint=follow.fingerprint(message.role, message.blocks),
+                gaps=tuple(gaps.get(index, ())),
+            )
+            for index, message in enumerate(imported.messages)
+        ]
+    except ImportFormatError as exc:
+        return str(exc)
+    except services.IngestError as exc:
+        return str(exc)
+    traced = services.trace_continue(
+        key=span.key[:255],
+        title=_title(span),
+        metadata={
+            # As an import describes its source, so the page says where it came from.
+            "import": {"format": "otel-genai", "received": "POST /v1/traces"},
+            "gaps": [],
+            "conversation_id" if span.conversation_id else "trace_id": span.key,
+            **({"service.name": span.service} if span.service else {}),
+        },
+        messages=messages,
+    )
+    if traced.diverges_at is not None:
+        return (
+            f"its history differs from the one stored in conversation {traced.conversation.id} "
+            f"at message {traced.diverges_at}; nothing of it was stored"
+        )
+    return None
+
+
+def _metadata(span: otlp.GenAISpan, role: str, metadata: dict[str, Any]) -> dict[str, Any]:
+    out = dict(metadata) | {"trace_id": span.trace_id, "span_id": span.span_id}
+    if role == "assistant":
+        out.update(span.provenance)  # the model, usage and finish reasons of this call
+    return out
+
+
+def _title(span: otlp.GenAISpan) -> str:
+    who = span.provenance.get("gen_ai.agent.name") or span.service or "OpenTelemetry"
+    return f"{who}: {span.key}"[:500]

@@ -1,0 +1,339 @@
+"""`POST /v1/traces` (SPEC §6): OTLP/HTTP protobuf and JSON, gzip, token auth, the
+suffix rule, partial success, and bounded bodies. The real exporters are in
+test_otlp_live.py; these drive the view with hand-made requests."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import tracemalloc
+import zlib
+
+import pytest
+from django.test import Client
+from google.protobuf import json_format
+from google.rpc import status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+from conversations.core import otlp
+from conversations.record.models import Conversation, Message, TraceConversation
+from tests import otlpdata
+from tests.otlpdata import assistant, chat_turns, genai_attributes, request, span, user
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+
+
+def post(body: bytes, token: str | None, content_type: str = PROTOBUF, **headers: str):
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    return Client().post("/v1/traces", body, content_type=content_type, headers=headers)
+
+
+def answer(response) -> ExportTraceServiceResponse:
+    decoded = ExportTraceServiceResponse()
+    if response["Content-Type"] == PROTOBUF:
+        decoded.ParseFromString(response.content)
+    else:
+        json_format.Parse(response.content, decoded)
+    return decoded
+
+
+def stored(key: str) -> list[tuple[str, list[str]]]:
+    conversation = TraceConversation.objects.get(key=key).conversation
+    return [
+        (m.role, [b.text for b in m.blocks.all()])
+        for m in Message.objects.filter(conversation=conversation).order_by("seq")
+    ]
+
+
+def one_turn(conversation: str = "conv-1", **kwargs) -> ExportTraceServiceRequest:
+    inputs, outputs = chat_turns(1)[0]
+    return request(span(genai_attributes(inputs, outputs, conversation=conversation), **kwargs))
+
+
+# --- authentication and the protocol's answers ------------------------------------------
+
+
+@pytest.mark.django_db
+def test_anonymous_export_is_refused_with_a_status_in_its_content_type():
+    response = post(one_turn().SerializeToString(), None)
+    assert response.status_code == 401
+    assert response["Content-Type"] == PROTOBUF
+    assert response["WWW-Authenticate"] == 'Bearer realm="replay"'
+    status = status_pb2.Status()
+    status.ParseFromString(response.content)
+    assert "Authorization" in status.message
+    assert Conversation.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_a_bad_token_is_refused_in_json_for_a_json_request():
+    response = post(otlpdata.otlp_json(one_turn()), "rpl_not-a-token", JSON)
+    assert response.status_code == 401
+    assert response["Content-Type"] == JSON
+    assert json.loads(response.content)["message"] == "API token is unknown or revoked."
+
+
+def test_only_post_is_allowed(token):
+    response = Client().get("/v1/traces", headers={"Authorization": f"Bearer {token}"})
+    assert response.status_code == 405
+    assert response["Allow"] == "POST"
+
+
+def test_protobuf_spans_land_in_the_conversation_they_name(token):
+    response = post(one_turn().SerializeToString(), token)
+    assert response.status_code == 200
+    assert response["Content-Type"] == PROTOBUF
+    assert not answer(response).HasField("partial_success")
+    assert stored("conv-1") == [
+        ("system", ["You are a careful assistant."]),
+        ("user", ["Question 0?"]),
+        ("assistant", ["Answer 0."]),
+    ]
+    conversation = TraceConversation.objects.get(key="conv-1").conversation
+    assert conversation.metadata["import"]["format"] == "otel-genai"
+    assert conversation.metadata["service.name"] == "test-agent"
+    reply = conversation.messages.get(seq=2)
+    assert reply.metadata["gen_ai.request.model"] == "gpt-4o"
+    assert reply.metadata["gen_ai.usage.output_tokens"] == 7
+    assert reply.metadata["finish_reason"] == "stop"
+
+
+def test_json_ids_are_hex_and_key_the_conversation_without_a_conversation_id(token):
+    trace_id = bytes(range(16))
+    inputs, outputs = chat_turns(1)[0]
+    export = request(span(genai_attributes(inputs, outputs), trace_id=trace_id))
+    body = otlpdata.otlp_json(export)
+    assert b'"traceId": "000102030405060708090a0b0c0d0e0f"' in body
+    # The trap: read as proto3 JSON, that hex would be base64 and give other bytes.
+    naive = ExportTraceServiceRequest()
+    json_format.Parse(body, naive)
+    assert naive.resource_spans[0].scope_spans[0].spans[0].trace_id != trace_id
+    response = post(body, token, JSON)
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"] == JSON
+    assert stored(trace_id.hex())[-1] == ("assistant", ["Answer 0."])
+
+
+def test_json_with_ids_that_are_not_hex_is_refused_naming_the_field(token):
+    body = json.loads(otlpdata.otlp_json(one_turn()))
+    body["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] = "not hex at all"
+    response = post(json.dumps(body).encode(), token, JSON)
+    assert response.status_code == 400
+    message = json.loads(response.content)["message"]
+    assert "resourceSpans[0].scopeSpans[0].spans[0].traceId must be hex" in message
+    assert Conversation.objects.count() == 0
+
+
+def test_structured_attributes_store_what_json_strings_do(token):
+    inputs, outputs = chat_turns(1)[0]
+    as_text = span(genai_attributes(inputs, outputs, conversation="text"))
+    as_values = span(genai_attributes(inputs, outputs, conversation="values"), structured=True)
+    kinds = {kv.value.WhichOneof("value") for kv in as_values.attributes}
+    assert "array_value" in kinds
+    for export in (request(as_text), request(as_values)):
+        assert post(export.SerializeToString(), token).status_code == 200
+    assert stored("text") == stored("values")
+    # And through OTLP/JSON, where structured values are arrayValue/kvlistValue objects.
+    json_values = span(genai_attributes(inputs, outputs, conversation="json"), structured=True)
+    assert post(otlpdata.otlp_json(request(json_values)), token, JSON).status_code == 200
+    assert stored("json") == stored("text")
+
+
+def test_gzip_and_deflate_bodies_are_read(token):
+    body = one_turn("zipped").SerializeToString()
+    response = post(gzip.compress(body), token, **{"Content-Encoding": "gzip"})
+    assert response.status_code == 200, response.content
+    body = one_turn("deflated").SerializeToString()
+    response = post(zlib.compress(body), token, **{"Content-Encoding": "deflate"})
+    assert response.status_code == 200, response.content
+    assert stored("zipped") == stored("deflated")
+
+
+def gzip_of_zeros(size: int) -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    chunk = b"\x00" * (1024 * 1024)
+    return b"".join(packer.compress(chunk) for _ in range(size // len(chunk))) + packer.flush()
+
+
+def test_a_gzip_bomb_is_refused_before_it_fills_memory(token, settings):
+    settings.REPLAY_MAX_BODY_MB = 1
+    bomb = gzip_of_zeros(64 * 1024 * 1024)
+    assert len(bomb) < 100_000
+    tracemalloc.start()
+    try:
+        response = post(bomb, token, **{"Content-Encoding": "gzip"})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert response.status_code == 413
+    assert "REPLAY_MAX_BODY_MB" in status_of(response).message
+    assert peak < 16 * 1024 * 1024, f"inflating the bomb took {peak} bytes"
+
+
+def status_of(response) -> status_pb2.Status:
+    status = status_pb2.Status()
+    status.ParseFromString(response.content)
+    return status
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "status", "words"),
+    [
+        (b"\xff\xff\xff", {}, 400, "not an ExportTraceServiceRequest"),
+        (b"not gzip", {"Content-Encoding": "gzip"}, 400, "not valid gzip"),
+        (b"x", {"Content-Encoding": "br"}, 400, "'br' is not supported"),
+    ],
+)
+def test_unreadable_bodies_are_refused_with_a_reason(token, body, headers, status, words):
+    response = post(body, token, **headers)
+    assert response.status_code == status
+    assert words in status_of(response).message
+
+
+def test_an_unknown_content_type_is_415(token):
+    response = post(b"{}", token, "text/plain")
+    assert response.status_code == 415
+    assert "application/x-protobuf" in json.loads(response.content)["message"]
+
+
+def test_spans_without_genai_messages_are_accepted_and_ignored(token):
+    export = request(span({"http.method": "GET"}))
+    response = post(export.SerializeToString(), token)
+    assert response.status_code == 200
+    assert not answer(response).HasField("partial_success")
+    assert Conversation.objects.count() == 0
+
+
+# --- the suffix rule --------------------------------------------------------------------
+
+
+def test_ten_spans_of_one_conversation_store_each_message_once_in_order(token):
+    turns = chat_turns(10)
+    spans = [
+        span(genai_attributes(inputs, outputs, conversation="ten"), start=n)
+        for n, (inputs, outputs) in enumerate(turns)
+    ]
+    # One export per call, as a live agent sends them, and once more all together.
+    for one in spans:
+        assert post(request(one).SerializeToString(), token).status_code == 200
+    response = post(request(*spans).SerializeToString(), token)
+    assert not answer(response).HasField("partial_success")
+    expected = [("system", ["You are a careful assistant."])]
+    for n in range(10):
+        expected += [("user", [f"Question {n}?"]), ("assistant", [f"Answer {n}."])]
+    assert stored("ten") == expected
+    conversation = TraceConversation.objects.get(key="ten").conversation
+    assert conversation.message_count == 21
+
+
+def test_spans_arriving_out_of_order_still_store_each_message_once(token):
+    turns = chat_turns(4)
+    spans = [
+        span(genai_attributes(inputs, outputs, conversation="shuffled"), start=n)
+        for n, (inputs, outputs) in enumerate(turns)
+    ]
+    for one in (spans[2], spans[0], spans[3], spans[1]):
+        response = post(request(one).SerializeToString(), token)
+        assert not answer(response).HasField("partial_success")
+    assert [role for role, _ in stored("shuffled")] == ["system"] + ["user", "assistant"] * 4
+
+
+def test_a_diverging_history_is_rejected_as_a_partial_success(token):
+    first = span(genai_attributes([user("Hello?")], [assistant("Hi.")], conversation="fork"))
+    other = span(
+        genai_attributes(
+            [user("Something else?"), assistant("Hi."), user("More?")],
+            [assistant("Sure.")],
+            conversation="fork",
+        ),
+        start=2,
+    )
+    kept = span(genai_attributes([user("Unrelated")], None, conversation="kept"), start=3)
+    post(request(first).SerializeToString(), token)
+    response = post(request(other, kept).SerializeToString(), token)
+    assert response.status_code == 200
+    partial = answer(response).partial_success
+    assert partial.rejected_spans == 1
+    assert other.span_id.hex() in partial.error_message
+    assert "differs from the one stored" in partial.error_message
+    assert "at message 1" in partial.error_message
+    assert [texts for _, texts in stored("fork")] == [
+        ["You are a careful assistant."],
+        ["Hello?"],
+        ["Hi."],
+    ]
+    assert stored("kept")[-1] == ("user", ["Unrelated"])
+
+
+def test_a_span_with_unstorable_content_is_rejected_and_the_others_stored(token):
+    bad_image = {
+        "role": "user",
+        "parts": [{"type": "blob", "modality": "image", "mime_type": "image/png", "content": "x"}],
+    }
+    bad = span(genai_attributes([bad_image], None, conversation="bad"))
+    good = span(genai_attributes([user("fine")], None, conversation="good"), start=2)
+    malformed = span({"gen_ai.input.messages": "[{"}, start=3)
+    response = post(request(bad, good, malformed).SerializeToString(), token)
+    partial = answer(response).partial_success
+    assert partial.rejected_spans == 2
+    assert "not valid base64" in partial.error_message
+    assert "gen_ai.input.messages" in partial.error_message
+    assert not TraceConversation.objects.filter(key="bad").exists()
+    assert stored("good")[-1] == ("user", ["fine"])
+
+
+def test_the_decoder_reads_span_events_holding_the_messages():
+    inputs, outputs = chat_turns(1)[0]
+    event_span = span({"gen_ai.conversation.id": "evented"})
+    event = event_span.events.add(name=otlp.DETAILS_EVENT)
+    for key, value in genai_attributes(inputs, outputs, system=None).items():
+        event.attributes.add(key=key).value.CopyFrom(otlpdata.any_value(value))
+    spans, total = otlp.genai_spans(request(event_span))
+    assert total == 1
+    assert [s.key for s in spans] == ["evented"]
+    assert json.loads(spans[0].input_messages) == inputs
+
+
+def test_bytes_attributes_become_base64_text():
+    value = otlpdata.any_value("x")
+    value.bytes_value = b"\x00\x01"
+    assert otlp.any_value(value) == base64.b64encode(b"\x00\x01").decode()
+
+
+def test_json_bodies_are_held_to_the_api_limits(token):
+    body = otlpdata.otlp_json(one_turn("strict"))
+    duplicated = body.replace(b'"resourceSpans":', b'"resourceSpans": [], "resourceSpans":', 1)
+    response = post(duplicated, token, JSON)
+    assert response.status_code == 400
+    assert "duplicate key" in json.loads(response.content)["message"]
+    deep = b'{"resourceSpans": ' + b"[" * 100 + b"]" * 100 + b"}"
+    response = post(deep, token, JSON)
+    assert response.status_code == 400
+    assert "nests deeper than 64 levels" in json.loads(response.content)["message"]
+    assert Conversation.objects.count() == 0
+
+
+def test_parts_without_a_kind_of_their_own_are_gaps_of_the_conversation(token):
+    picture = {"type": "uri", "modality": "image", "uri": "https://example.com/cat.png"}
+    first = span(genai_attributes([user("Hello?")], [assistant("Hi.")], conversation="gapped"))
+    later = span(
+        genai_attributes(
+            [user("Hello?"), assistant("Hi."), {"role": "user", "parts": [picture]}],
+            None,
+            conversation="gapped",
+        ),
+        start=2,
+    )
+    for one in (first, later, later):  # the gap is listed once, where it was stored
+        post(request(one).SerializeToString(), token)
+    conversation = TraceConversation.objects.get(key="gapped").conversation
+    [gap] = conversation.metadata["gaps"]
+    assert (gap["kind"], gap["message"], gap["block"]) == ("image", 3, 0)
+    assert gap["detail"] == "https://example.com/cat.png"
+    assert "not stored" in conversation.messages.get(seq=3).blocks.get().text
