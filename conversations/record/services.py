@@ -679,7 +679,7 @@ def _mark_boundary(conversation: Conversation, marker: dict[str, Any], before_se
         conversation=conversation,
         title=conversation.title,
         metadata=conversation.metadata
-        | {"compact_boundaries": [*boundaries, marker | {"before_seq": before_seq}]},
+        | {"compact_boundaries": [*boundaries, marker | {"seq": before_seq}]},
     )
 
 
