@@ -76,7 +76,7 @@ def test_a_compaction_boundary_marks_the_next_message(tmp_path):
     conversation = conversation_of(target)
     [boundary] = conversation.metadata["compact_boundaries"]
     assert boundary["kind"] == "compact_boundary"
-    marked = conversation.messages.get(seq=boundary["before_seq"])
+    marked = conversation.messages.get(seq=boundary["seq"])
     assert marked.metadata["compact_boundary"]["trigger"] == "manual"
     assert conversation.metadata["sessionId"] == "0e26ec2f-937e-482c-b889-bc126f996913"
 
