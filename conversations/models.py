@@ -8,6 +8,7 @@ from conversations.record.models import (
     IdempotentResponse,
     Message,
     Role,
+    SearchEntry,
     TailCursor,
     TraceConversation,
 )
@@ -22,4 +23,5 @@ __all__ = [
     "Role",
     "TailCursor",
     "TraceConversation",
+    "SearchEntry",
 ]

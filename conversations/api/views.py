@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from conversations.core import importers, strictjson
 from conversations.core.compact import Policy
 from conversations.core.options import OptionError, ReplayOptions
+from conversations.core.search import QueryError
 from conversations.record import counts, selectors, services
 from conversations.record.models import ApiToken, Conversation, IdempotentResponse
 from conversations.record.schemas import (
@@ -261,7 +262,11 @@ def conversations(request: HttpRequest) -> HttpResponse:
     q = request.GET.get("q", "")
     if "\x00" in q:
         raise ApiError(400, "q contains a NUL character (U+0000), which cannot be searched.")
-    paginator = Paginator(selectors.conversation_list(q=q), page_size)
+    try:
+        found = selectors.conversation_list(q=q)
+    except QueryError as exc:
+        raise ApiError(400, exc.message, field=exc.field) from None
+    paginator = Paginator(found, page_size)
     try:
         page = paginator.page(number)
     except (EmptyPage, PageNotAnInteger):

@@ -22,6 +22,7 @@ from django_htmx.middleware import HtmxDetails
 from conversations.core import compact, importers, replay
 from conversations.core.compact import Policy
 from conversations.core.options import OptionError, ReplayOptions
+from conversations.core.search import MAX_QUERY_CHARS, QueryError
 from conversations.dashboard import presenters, sockets
 from conversations.record import counts, selectors, services
 from conversations.record.models import Conversation
@@ -79,11 +80,18 @@ def view_query(request: HttpRequest) -> dict[str, str]:
 @vary_on_headers("HX-Request")
 @operator_required
 def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
-    q = request.GET.get("q", "").replace("\x00", "").strip()  # PostgreSQL cannot search NUL
-    page = Paginator(selectors.conversation_list(q=q), PER_PAGE).get_page(request.GET.get("page"))
+    q = request.GET.get("q", "").replace("\x00", "").strip()  # a NUL has no place in a page
+    error = ""
+    try:
+        found = selectors.conversation_list(q=q)
+    except QueryError as exc:
+        found, error = Conversation.objects.none(), exc.message
+    page = Paginator(found, PER_PAGE).get_page(request.GET.get("page"))
     context = {
         "page": page,
         "q": q,
+        "error": error,
+        "max_query": MAX_QUERY_CHARS,
         "rows": presenters.conversation_rows(list(page)),
         # Only the first unfiltered page moves with live activity.
         "live": page.number == 1 and not q,
@@ -92,7 +100,7 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
     }
     partial = request.htmx and not request.htmx.history_restore_request
     template = "conversations/list.html#results" if partial else "conversations/list.html"
-    return render(request, template, context)
+    return render(request, template, context, status=400 if error else 200)
 
 
 @require_GET

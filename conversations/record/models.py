@@ -138,6 +138,48 @@ class Block(models.Model):
         return f"{self.seq}: {self.type}"
 
 
+class SearchEntry(models.Model):
+    """The words of one block (message_seq, block_seq) or of a conversation's title (both
+    null), as `core.search.index_words` makes them, for full-text search (SPEC §3).
+
+    Written by `services` in the transaction that stores the block or title; deleted with
+    the conversation. The full-text index over `words` is the database's own (see
+    `record.search`); on SQLite it is kept by triggers on this table, so a migration that
+    rebuilds this table must run `search.install` again.
+    """
+
+    # Indexed by the unique constraint below, whose first column it is.
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    message_seq = models.PositiveIntegerField(null=True)
+    block_seq = models.PositiveIntegerField(null=True)
+    words = models.TextField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "message_seq", "block_seq"], name="search_entry_unique"
+            ),
+            models.UniqueConstraint(
+                fields=["conversation"],
+                condition=Q(message_seq__isnull=True),
+                name="search_entry_one_title",
+            ),
+            models.CheckConstraint(
+                condition=Q(message_seq__isnull=True, block_seq__isnull=True)
+                | Q(message_seq__isnull=False, block_seq__isnull=False),
+                name="search_entry_block_or_title",
+            ),
+        ]
+        verbose_name_plural = "search entries"
+
+    def __str__(self) -> str:
+        if self.message_seq is None:
+            return "title"
+        return f"#{self.message_seq}.{self.block_seq}"
+
+
 class ApiToken(models.Model):
     """A service credential; only the SHA-256 digest of the token is kept."""
 

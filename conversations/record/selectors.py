@@ -13,11 +13,13 @@ from datetime import datetime
 from typing import Any, NamedTuple, assert_never, cast
 
 import orjson
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Sum
+from django.db.models import Count, F, QuerySet, Sum
 
 from conversations.core import follow, replay
 from conversations.core.blocks import BlockKind, kind_of
-from conversations.record.models import Block, Conversation, Message, TailCursor
+from conversations.core.search import parse_query
+from conversations.record.models import Block, Conversation, Message, SearchEntry, TailCursor
+from conversations.record.search import Matches
 
 BLOCK_COLUMNS = (
     "message_id", "seq", "type", "text", "call_id", "name", "input_json", "is_error",
@@ -59,13 +61,21 @@ def conversation_get(conversation_id: str | uuid.UUID) -> Conversation | None:
 
 
 def conversation_list(*, q: str = "") -> QuerySet[Conversation]:
-    """Conversations, newest activity first; `q` matches titles and block text."""
+    """Conversations, newest activity first; with a `q`, those whose title or one of whose
+    blocks holds all its words (`core.search.parse_query`, which may raise QueryError),
+    found through the full-text index."""
     conversations = Conversation.objects.order_by("-updated_at", "-created_at", "id")
-    q = q.strip()
-    if q:
-        in_blocks = Block.objects.filter(message__conversation=OuterRef("pk"), text__icontains=q)
-        conversations = conversations.filter(Q(title__icontains=q) | Exists(in_blocks))
-    return conversations
+    query = parse_query(q)
+    if not q.strip():
+        return conversations
+    if query.empty:
+        return conversations.none()  # only punctuation: no word to find
+    return conversations.filter(pk__in=search_entries(q).values("conversation_id"))
+
+
+def search_entries(q: str) -> QuerySet[SearchEntry]:
+    """The search entries holding every word of `q` (a query with words in it)."""
+    return SearchEntry.objects.filter(Matches(parse_query(q)))
 
 
 def message_get(conversation: Conversation, seq: int) -> Message | None:

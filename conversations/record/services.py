@@ -2,6 +2,8 @@
 
 Callers (API, admin, management commands, the demo loader) pass validated
 `schemas` values. Each function is atomic and announces what it stored on commit.
+Whatever stores a block or a title also stores its search entry in the same
+transaction (`_search_entries`, `_index_title`); entries go with their conversation.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from django.db.models import F
 from django.utils import timezone
 from pydantic import ValidationError
 
-from conversations.core import follow, importers, replay
-from conversations.record import events
+from conversations.core import follow, importers, replay, search
+from conversations.record import events, selectors
 from conversations.record.models import (
     ApiToken,
     Block,
@@ -31,6 +33,7 @@ from conversations.record.models import (
     IdempotentResponse,
     Message,
     Role,
+    SearchEntry,
     TailCursor,
     TraceConversation,
 )
@@ -65,6 +68,7 @@ def conversation_create(*, title: str, metadata: dict[str, Any] | None = None) -
     """Create an empty conversation; broadcasts conversation.created on commit."""
     with transaction.atomic():
         conversation = Conversation.objects.create(title=title, metadata=metadata or {})
+        _index_title(conversation)
         events.publish_on_commit(
             {"type": "conversation.created", "conversation_id": str(conversation.id)}
         )
@@ -75,9 +79,11 @@ def conversation_update(
     *, conversation: Conversation, title: str, metadata: dict[str, Any]
 ) -> Conversation:
     """Change what describes a conversation (never its messages)."""
-    conversation.title = title
-    conversation.metadata = metadata
-    conversation.save(update_fields=["title", "metadata", "updated_at"])
+    with transaction.atomic():
+        conversation.title = title
+        conversation.metadata = metadata
+        conversation.save(update_fields=["title", "metadata", "updated_at"])
+        _index_title(conversation)
     return conversation
 
 
@@ -186,6 +192,13 @@ def _append(
                 [_row(message, seq, block, next(next_name)) for seq, block in enumerate(blocks)]
             )
         Block.objects.bulk_create([row for message_rows in rows for row in message_rows])
+        SearchEntry.objects.bulk_create(
+            [
+                entry
+                for message, message_rows in zip(stored, rows, strict=True)
+                for entry in _search_entries(message, message_rows)
+            ]
+        )
         _touch(locked, message_count=F("message_count") + len(stored))
         conversation.message_count = first + len(stored)
         last = stored[-1]
@@ -222,6 +235,7 @@ def block_append(*, message: Message, block: BlockIn) -> Block:
         names = _resolve_names(locked, [block], up_to_message_seq=current.seq)
         row = _row(current, current.block_count, block, names[0])
         row.save(force_insert=True)
+        SearchEntry.objects.bulk_create(_search_entries(current, [row]))
         Message.objects.filter(pk=current.pk).update(block_count=F("block_count") + 1)
         _touch(locked)
         message.block_count = current.block_count + 1
@@ -271,6 +285,30 @@ def _lock(conversation: Conversation) -> Conversation:
 
 def _touch(conversation: Conversation, **changes: Any) -> None:
     Conversation.objects.filter(pk=conversation.pk).update(updated_at=timezone.now(), **changes)
+
+
+def _index_title(conversation: Conversation) -> None:
+    """Replace the conversation's title entry with one for its current title."""
+    SearchEntry.objects.filter(conversation=conversation, message_seq__isnull=True).delete()
+    if found := search.index_words(conversation.title):
+        SearchEntry.objects.create(conversation=conversation, words=found)
+
+
+def _search_entries(message: Message, rows: Iterable[Block]) -> list[SearchEntry]:
+    """The unsaved search entries of a message's new blocks (none for a block without
+    words); every path that stores blocks bulk-creates these with them."""
+    entries = []
+    for row in rows:
+        if found := search.index_words(search.block_text(selectors.block_value(row))):
+            entries.append(
+                SearchEntry(
+                    conversation_id=message.conversation_id,
+                    message_seq=message.seq,
+                    block_seq=row.seq,
+                    words=found,
+                )
+            )
+    return entries
 
 
 def _check_images(role: str, blocks: Iterable[BlockIn], field: str) -> None:
@@ -517,6 +555,7 @@ def _store(
     conversation = Conversation.objects.create(
         title=checked.title, metadata=checked.metadata, import_sha256=digest
     )
+    _index_title(conversation)
     events.publish_on_commit(
         {"type": "conversation.created", "conversation_id": str(conversation.id)}
     )

@@ -1,0 +1,154 @@
+"""The full-text index over `SearchEntry.words`, one kind per database (SPEC §3).
+
+Words arrive made by `core.search`, so both databases look them up verbatim, as words or
+word prefixes, and never scan stored text:
+
+- SQLite: an FTS5 table whose content is the entry table itself (nothing stored twice),
+  kept in step by triggers on that table, so any insert or delete of an entry (the
+  conversation's cascade, a test's flush) updates it in the same transaction.
+- PostgreSQL: the words as a stored, generated tsvector column (`lexemes`, which Django
+  does not know of; the database fills it on every insert) with a GIN index. Stored, not an
+  expression index, so that neither a recheck nor a plan without statistics re-splits
+  the words of every entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import BooleanField, F, Func
+from django.db.models.expressions import Col
+from django.db.models.sql.compiler import SQLCompiler
+
+from conversations.core.search import Query
+
+ENTRIES = "conversations_searchentry"
+FTS = "conversations_searchentry_fts"
+GIN = "conversations_searchentry_lexemes_gin"
+
+SQLITE_INSTALL = [
+    # 'ascii' splits only on ASCII punctuation and space: the words stay as core made
+    # them; detail=none and no column sizes: a match needs nothing but the rowids.
+    f"""CREATE VIRTUAL TABLE {FTS} USING fts5(
+        words, content='{ENTRIES}', content_rowid='id',
+        tokenize='ascii', detail='none', columnsize=0)""",
+    f"""CREATE TRIGGER {FTS}_insert AFTER INSERT ON {ENTRIES} BEGIN
+        INSERT INTO {FTS}(rowid, words) VALUES (new.id, new.words);
+    END""",
+    f"""CREATE TRIGGER {FTS}_delete AFTER DELETE ON {ENTRIES} BEGIN
+        INSERT INTO {FTS}({FTS}, rowid, words) VALUES ('delete', old.id, old.words);
+    END""",
+    f"""CREATE TRIGGER {FTS}_update AFTER UPDATE ON {ENTRIES} BEGIN
+        INSERT INTO {FTS}({FTS}, rowid, words) VALUES ('delete', old.id, old.words);
+        INSERT INTO {FTS}(rowid, words) VALUES (new.id, new.words);
+    END""",
+    # Entries already stored (a re-install after the table was rebuilt).
+    f"INSERT INTO {FTS}({FTS}) VALUES ('rebuild')",
+]
+SQLITE_UNINSTALL = [
+    f"DROP TRIGGER IF EXISTS {FTS}_insert",
+    f"DROP TRIGGER IF EXISTS {FTS}_delete",
+    f"DROP TRIGGER IF EXISTS {FTS}_update",
+    f"DROP TABLE IF EXISTS {FTS}",
+]
+POSTGRES_INSTALL = [
+    # array_to_tsvector takes the words as lexemes, verbatim: no parser, no configuration.
+    f"""ALTER TABLE {ENTRIES} ADD COLUMN lexemes tsvector
+        GENERATED ALWAYS AS (array_to_tsvector(string_to_array(words, ' '))) STORED""",
+    # No pending list: every query would read it all (up to 4 MB) before the index.
+    f"CREATE INDEX {GIN} ON {ENTRIES} USING gin (lexemes) WITH (fastupdate = off)",
+]
+POSTGRES_UNINSTALL = [
+    f"DROP INDEX IF EXISTS {GIN}",
+    f"ALTER TABLE {ENTRIES} DROP COLUMN IF EXISTS lexemes",
+]
+
+
+def _statements(connection: BaseDatabaseWrapper, *, install: bool) -> list[str]:
+    match connection.vendor:
+        case "sqlite":
+            return SQLITE_INSTALL if install else SQLITE_UNINSTALL
+        case "postgresql":
+            return POSTGRES_INSTALL if install else POSTGRES_UNINSTALL
+        case vendor:
+            raise NotImplementedError(
+                f"Replay's search supports SQLite and PostgreSQL, not {vendor}."
+            )
+
+
+def install(connection: BaseDatabaseWrapper) -> None:
+    """Create the index (and on SQLite its triggers) over the entries already stored."""
+    _run(connection, _statements(connection, install=True))
+
+
+def uninstall(connection: BaseDatabaseWrapper) -> None:
+    _run(connection, _statements(connection, install=False))
+
+
+def _run(connection: BaseDatabaseWrapper, statements: Iterable[str]) -> None:
+    with connection.cursor() as cursor:
+        for statement in statements:
+            cursor.execute(statement)
+
+
+def fts5_query(query: Query) -> str:
+    """An FTS5 MATCH expression: every word as a quoted string, so no query syntax
+    (NEAR, `*`, `:`, `^`, quotes) ever reaches FTS5 from the user."""
+    terms = [_quoted(word, '"') for word in query.words]
+    terms += [_quoted(word, '"') + "*" for word in query.prefixes]
+    return " AND ".join(terms)
+
+
+def tsquery(query: Query) -> str:
+    """A tsquery literal of quoted lexemes (taken verbatim: no parser, no config)."""
+    terms = [_quoted(word.replace("\\", "\\\\"), "'") for word in query.words]
+    terms += [_quoted(word.replace("\\", "\\\\"), "'") + ":*" for word in query.prefixes]
+    return " & ".join(terms)
+
+
+def _quoted(word: str, quote: str) -> str:
+    return quote + word.replace(quote, quote * 2) + quote
+
+
+class Matches(Func):
+    """A condition on SearchEntry: its words hold every word of `query` (not empty)."""
+
+    output_field = BooleanField()
+    conditional = True
+
+    def __init__(self, query: Query) -> None:
+        if query.empty:
+            raise ValueError("an empty query matches nothing; do not run it")
+        self.query = query
+        super().__init__(F("id"), F("words"))
+
+    def as_sql(
+        self,
+        compiler: SQLCompiler,
+        connection: BaseDatabaseWrapper,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra_context: Any,
+    ) -> tuple[str, tuple[Any, ...]]:
+        raise NotImplementedError("Replay's search supports SQLite and PostgreSQL only.")
+
+    def as_sqlite(
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra_context: Any
+    ) -> tuple[str, tuple[Any, ...]]:
+        id_sql, id_params = compiler.compile(self.source_expressions[0])
+        return (
+            f"{id_sql} IN (SELECT rowid FROM {FTS} WHERE {FTS} MATCH %s)",
+            (*id_params, fts5_query(self.query)),
+        )
+
+    def as_postgresql(
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra_context: Any
+    ) -> tuple[str, tuple[Any, ...]]:
+        words = self.source_expressions[1]
+        if not isinstance(words, Col):
+            raise TypeError(f"Matches needs the entry's own words, not {words!r}")
+        lexemes = f"{compiler.quote_name_unless_alias(words.alias)}.lexemes"
+        return f"{lexemes} @@ %s::tsquery", (tsquery(self.query),)
