@@ -98,6 +98,15 @@
   // A toggle swaps the conversation in and pushes its URL without the fragment: keep the
   // message the operator was on (loading it again if it lies before the new window).
   var keptHash = "";
+  // A refused search (400: q too long or too many words) carries its explanation in the
+  // results fragment; htmx swaps no error response unless told to.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var target = event.detail.target;
+    if (event.detail.xhr.status === 400 && target && target.id === "results") {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    }
+  });
   document.addEventListener("htmx:beforeRequest", function () { keptHash = window.location.hash; });
   document.addEventListener("htmx:afterSettle", function (event) {
     var target = event.detail && event.detail.target;

@@ -361,3 +361,23 @@ def test_readme_screenshot(page, transactional_db):
     assert image.startswith(b"\x89PNG")
     if os.environ.get("REPLAY_UPDATE_SCREENSHOT") == "1":
         SCREENSHOT.write_bytes(image)
+
+
+def test_typing_a_search_filters_the_list_and_a_refused_one_says_why(operator_page, console):
+    console.allow("status of 400")  # the refused search, which the page then explains
+    page = operator_page
+    conversation("Émile's notes", [("user", [{"type": "text", "text": "ΣΊΣΥΦΟΣ rolls"}])])
+    conversation("Other", [("user", [{"type": "text", "text": "nothing"}])])
+    page.goto("/")
+    rows = page.locator("#results tr.row")
+    expect(rows).to_have_count(2)
+    search = page.get_by_role("searchbox", name="Search")
+    search.fill("σίσυφ")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("Émile's notes")
+    search.fill(" ".join(f"w{n}" for n in range(17)))  # within 200 characters
+    expect(page.locator("#results .error")).to_have_text(
+        "q has 17 different words; a search may have at most 16."
+    )
+    expect(rows).to_have_count(0)
+    assert search.get_attribute("maxlength") == "200"
