@@ -312,3 +312,48 @@ def test_the_migration_indexes_what_was_stored_before_it() -> None:
     assert set(selectors.conversation_list(q="σίσυφος").values_list("pk", flat=True)) == {cid}
     assert set(selectors.conversation_list(q="grep needle").values_list("pk", flat=True)) == {cid}
     assert SearchEntry.objects.filter(conversation_id=cid).count() == 3
+
+
+# --- where a conversation matched -------------------------------------------------------
+
+
+def test_list_results_link_the_first_matching_block_with_a_snippet(api: ApiClient) -> None:
+    cid = create(api, "Untitled", text("nothing here"))
+    api.post(f"{LIST}/{cid}/messages", {"role": "assistant", "blocks": [
+        text("still nothing"),
+        tool_use("c1", "grep", pattern="Émile Zola " + "padding " * 100),
+    ]})  # fmt: skip
+    api.post(f"{LIST}/{cid}/messages", {"role": "user", "blocks": [text("zola again")]})
+    titled = create(api, "Zola in the title only")
+    results = {r["id"]: r for r in api.get(LIST, q="zola").json()["results"]}
+    match = results[cid]["match"]
+    assert (match["message_seq"], match["block_seq"]) == (1, 1)
+    assert match["url"] == f"http://testserver/c/{cid}/#m-1"
+    assert match["snippet"].startswith('grep {"pattern":"Émile Zola padding')
+    assert match["snippet"].endswith("…") and len(match["snippet"]) <= search.SNIPPET_CHARS + 2
+    assert results[titled]["match"] is None
+    assert "match" not in api.get(LIST).json()["results"][0]
+
+
+def test_a_snippet_is_cut_around_the_match_on_one_line() -> None:
+    query = search.parse_query("needle")
+    haystack = "hay\nstack " * 100 + "the Needle\n\tis here " + "more hay " * 100
+    cut = search.snippet(haystack, query)
+    assert cut.startswith("…") and cut.endswith("…") and "\n" not in cut
+    assert "the Needle is here" in cut
+    assert search.snippet("short text", query) == "short text"
+
+
+def test_dashboard_rows_link_the_matching_message_and_show_the_snippet_as_text(
+    operator_client: Client,
+) -> None:
+    conversation = services.conversation_create(title="Hostile")
+    services.message_append(
+        conversation=conversation,
+        role="user",
+        blocks=[BLOCK_ADAPTER.validate_python(text("<img src=x onerror=alert(1)> zebra"))],
+    )
+    body = operator_client.get("/", {"q": "zebra"}).content.decode()
+    assert f'href="/c/{conversation.pk}/#m-0">message 0</a>' in body
+    assert "&lt;img src=x onerror=alert(1)&gt; zebra" in body
+    assert "<img src=x" not in body

@@ -279,6 +279,18 @@ def conversations(request: HttpRequest) -> HttpResponse:
         query["page"] = str(n)
         return request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
 
+    results = [selectors.conversation_data(c, url=_url(request, c)) for c in page.object_list]
+    if q.strip():
+        # Where each conversation matched: its first matching block (None: the title only).
+        hits = selectors.search_hits(page.object_list, q)
+        for conversation, result in zip(page.object_list, results, strict=True):
+            hit = hits.get(conversation.pk)
+            result["match"] = hit and {
+                "message_seq": hit.message_seq,
+                "block_seq": hit.block_seq,
+                "snippet": hit.snippet,
+                "url": _url(request, conversation, f"#m-{hit.message_seq}"),
+            }
     return json_response(
         {
             "count": paginator.count,
@@ -286,9 +298,7 @@ def conversations(request: HttpRequest) -> HttpResponse:
             "pages": paginator.num_pages,
             "next": link(page.next_page_number()) if page.has_next() else None,
             "previous": link(page.previous_page_number()) if page.has_previous() else None,
-            "results": [
-                selectors.conversation_data(c, url=_url(request, c)) for c in page.object_list
-            ],
+            "results": results,
         }
     )
 

@@ -33,6 +33,8 @@ MAX_WORD_CHARS = 100  # longer words (hashes, base64) are cut to this, in text a
 MIN_PREFIX_CHARS = 2
 # A query's words beyond this many are refused: each one is an index lookup.
 MAX_QUERY_WORDS = 16
+SNIPPET_CHARS = 160  # around the first match in a block
+SNIPPET_SCAN_CHARS = 20_000  # a match further in shows the block's start instead
 
 _CJK = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f"
 _ACCENTS = "\u0300-\u036f\u0483-\u0489\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
@@ -119,6 +121,37 @@ def block_text(block: Block) -> str:
             return ""
         case _:
             assert_never(block)
+
+
+def snippet(text: str, query: Query) -> str:
+    """About SNIPPET_CHARS characters of `text` around the first word `query` finds in its
+    first SNIPPET_SCAN_CHARS (else its start), on one line, `…` where it is cut."""
+    head = text[:SNIPPET_SCAN_CHARS]
+    start = _first_match(head, query)
+    begin = max(0, start - SNIPPET_CHARS // 3)
+    space = text.find(" ", begin, start)
+    if begin > 0 and space != -1:
+        begin = space + 1  # start at a word, not inside one
+    end = begin + SNIPPET_CHARS
+    line = " ".join(text[begin:end].split())
+    return ("…" if begin > 0 else "") + line + ("…" if end < len(text) else "")
+
+
+def _first_match(text: str, query: Query) -> int:
+    """Where the first word of `text` that `query` finds begins (0 when none does)."""
+    exact, prefixes = set(query.words), query.prefixes
+    folded = fold(text)
+    if len(folded) == len(text):  # the usual case: positions in both are the same
+        for match in _WORD.finditer(folded):
+            word = match.group()[:MAX_WORD_CHARS]
+            if word in exact or word.startswith(prefixes):
+                return match.start()
+        return 0
+    for match in _WORD.finditer(text):  # folding moved characters: fold word by word
+        for word in words(match.group()):
+            if word in exact or word.startswith(prefixes):
+                return match.start()
+    return 0
 
 
 def parse_query(q: str) -> Query:

@@ -247,6 +247,10 @@ class ConversationRow:
     relative: str
     exact: str
     unanswered: bool
+    # With a search: the first matching block's message link and text around the match.
+    hit_url: str = ""
+    hit_label: str = ""
+    snippet: str = ""
 
 
 def image_url(conversation_id: object, message_seq: int, block_seq: int) -> str:
@@ -470,20 +474,28 @@ def conversation_page(
     }
 
 
-def conversation_rows(conversations: list[Conversation]) -> list[ConversationRow]:
-    """List rows, with whether each conversation's last message ends in unanswered tool calls."""
+def conversation_rows(conversations: list[Conversation], *, q: str = "") -> list[ConversationRow]:
+    """List rows, with whether each conversation's last message ends in unanswered tool
+    calls and, for a search `q`, where in the conversation it matched."""
     unanswered = selectors.unanswered_tool_calls(conversations)
+    hits = selectors.search_hits(conversations, q) if q else {}
     now = timezone.now()
-    return [
-        ConversationRow(
-            conversation=c,
-            url=c.get_absolute_url(),
-            relative=f"{timesince(c.updated_at, now).split(',')[0]} ago",
-            exact=c.updated_at.isoformat(timespec="seconds"),
-            unanswered=c.id in unanswered,
+    rows = []
+    for c in conversations:
+        hit = hits.get(c.id)
+        rows.append(
+            ConversationRow(
+                conversation=c,
+                url=c.get_absolute_url(),
+                relative=f"{timesince(c.updated_at, now).split(',')[0]} ago",
+                exact=c.updated_at.isoformat(timespec="seconds"),
+                unanswered=c.id in unanswered,
+                hit_url=f"{c.get_absolute_url()}#m-{hit.message_seq}" if hit else "",
+                hit_label=f"message {hit.message_seq}" if hit else "",
+                snippet=hit.snippet if hit else "",
+            )
         )
-        for c in conversations
-    ]
+    return rows
 
 
 # The compaction preview and the projection diff (SPEC §7).

@@ -92,7 +92,7 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
         "q": q,
         "error": error,
         "max_query": MAX_QUERY_CHARS,
-        "rows": presenters.conversation_rows(list(page)),
+        "rows": presenters.conversation_rows(list(page), q="" if error else q),
         # Only the first unfiltered page moves with live activity.
         "live": page.number == 1 and not q,
         "can_import": request.user.has_perm(ADD_PERMISSION),

@@ -13,11 +13,12 @@ from datetime import datetime
 from typing import Any, NamedTuple, assert_never, cast
 
 import orjson
-from django.db.models import Count, F, QuerySet, Sum
+from django.db.models import Count, F, Min, Q, QuerySet, Sum
+from django.db.models.functions import Substr
 
 from conversations.core import follow, replay
 from conversations.core.blocks import BlockKind, kind_of
-from conversations.core.search import parse_query
+from conversations.core.search import INDEXED_CHARS, block_text, parse_query, snippet
 from conversations.record.models import Block, Conversation, Message, SearchEntry, TailCursor
 from conversations.record.search import Matches
 
@@ -76,6 +77,59 @@ def conversation_list(*, q: str = "") -> QuerySet[Conversation]:
 def search_entries(q: str) -> QuerySet[SearchEntry]:
     """The search entries holding every word of `q` (a query with words in it)."""
     return SearchEntry.objects.filter(Matches(parse_query(q)))
+
+
+class SearchHit(NamedTuple):
+    """The first block of a conversation that a search found, and its text around it."""
+
+    message_seq: int
+    block_seq: int
+    snippet: str
+
+
+def search_hits(conversations: Iterable[Conversation], q: str) -> dict[uuid.UUID, SearchHit]:
+    """For each of these conversations (a page of `conversation_list(q=q)`) whose blocks
+    matched, its first matching block: three queries, each block read to its indexed start."""
+    query = parse_query(q)
+    ids = [c.pk for c in conversations]
+    if query.empty or not ids:
+        return {}
+    first = (
+        SearchEntry.objects.filter(Matches(query), conversation_id__in=ids)
+        .exclude(message_seq=None)
+        .values("conversation_id")
+        .annotate(first=Min("id"))
+        .values("first")
+    )
+    places = {
+        (conversation_id, message_seq, block_seq)
+        for conversation_id, message_seq, block_seq in SearchEntry.objects.filter(
+            pk__in=first
+        ).values_list("conversation_id", "message_seq", "block_seq")
+    }
+    if not places:
+        return {}
+    where = Q()
+    for conversation_id, message_seq, block_seq in places:
+        where |= Q(
+            message__conversation_id=conversation_id, message__seq=message_seq, seq=block_seq
+        )
+    blocks = (
+        Block.objects.filter(where)
+        .annotate(
+            head=Substr("text", 1, INDEXED_CHARS), input_head=Substr("input_json", 1, INDEXED_CHARS)
+        )
+        .values_list(
+            "message__conversation_id", "message__seq", "seq", "type", "head", "name", "input_head"
+        )
+    )
+    hits = {}
+    for conversation_id, message_seq, seq, kind, head, name, input_head in blocks:
+        row = BlockRow(0, seq, kind, head, "", name, input_head, False, "", "")
+        hits[conversation_id] = SearchHit(
+            message_seq, seq, snippet(block_text(block_value(row)), query)
+        )
+    return hits
 
 
 def message_get(conversation: Conversation, seq: int) -> Message | None:
