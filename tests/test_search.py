@@ -357,3 +357,13 @@ def test_dashboard_rows_link_the_matching_message_and_show_the_snippet_as_text(
     assert f'href="/c/{conversation.pk}/#m-0">message 0</a>' in body
     assert "&lt;img src=x onerror=alert(1)&gt; zebra" in body
     assert "<img src=x" not in body
+
+
+def test_a_batch_of_messages_is_indexed_with_each_message_seq(api: ApiClient) -> None:
+    cid = create(api, "Untitled", text("first"))
+    batch = [{"role": "user", "blocks": [text(f"batchword{n}"), text("x")]} for n in range(3)]
+    response = api.post(f"{LIST}/{cid}/messages/batch", {"messages": batch})
+    assert response.status_code == 201, response.content
+    assert found(api, "batchword2") == {cid}
+    entry = SearchEntry.objects.get(words="batchword2")
+    assert (entry.message_seq, entry.block_seq) == (3, 0)

@@ -38,8 +38,8 @@ def index_stored(apps: Any, schema_editor: Any) -> None:
     )
     entries = []
     for conversation_id, message_seq, seq, kind, head, name, input_head in rows.iterator(BATCH):
-        row = selectors.BlockRow(0, seq, kind, head, "", name, input_head, False, "", "")
-        if found := words.index_words(words.block_text(selectors.block_value(row))):
+        text = selectors.searchable_text(kind, head, name, input_head)
+        if found := words.index_words(text):
             entries.append(
                 SearchEntry(
                     conversation_id=conversation_id,

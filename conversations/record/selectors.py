@@ -125,11 +125,19 @@ def search_hits(conversations: Iterable[Conversation], q: str) -> dict[uuid.UUID
     )
     hits = {}
     for conversation_id, message_seq, seq, kind, head, name, input_head in blocks:
-        row = BlockRow(0, seq, kind, head, "", name, input_head, False, "", "")
-        hits[conversation_id] = SearchHit(
-            message_seq, seq, snippet(block_text(block_value(row)), query)
-        )
+        text = searchable_text(kind, head, name, input_head)
+        hits[conversation_id] = SearchHit(message_seq, seq, snippet(text, query))
     return hits
+
+
+def searchable_text(kind: str, head: str, name: str, input_head: str) -> str:
+    """`core.search.block_text` of a block read as its kind, name and the indexed starts
+    of its text and input (the other columns do not count)."""
+    row = BlockRow(
+        message_id=0, seq=0, type=kind, text=head, call_id="", name=name,
+        input_json=input_head, is_error=False, media_type="", data="", origin=None,
+    )  # fmt: skip
+    return block_text(block_value(row))
 
 
 def message_get(conversation: Conversation, seq: int) -> Message | None:
