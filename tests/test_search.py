@@ -224,7 +224,7 @@ def test_deleting_a_conversation_deletes_its_entries_from_the_index(api: ApiClie
     kept = create(api, "Kept zebra", text("zebra text"))
     before = SearchEntry.objects.count()
     assert SearchEntry.objects.filter(conversation_id=gone).count() == 3
-    Conversation.objects.get(pk=gone).delete()  # the ORM cascade, as conversation_delete
+    assert api.client.delete(f"{LIST}/{gone}", headers=api._headers(None)).status_code == 204
     assert SearchEntry.objects.filter(conversation_id=gone).count() == 0
     assert SearchEntry.objects.count() == before - 3
     assert found(api, "zebra") == {kept}
@@ -237,6 +237,13 @@ def test_deleting_a_conversation_deletes_its_entries_from_the_index(api: ApiClie
             cursor.execute(
                 f"INSERT INTO {index.FTS}({index.FTS}, rank) VALUES ('integrity-check', 1)"
             )
+
+
+def test_the_orm_cascade_also_deletes_a_conversations_entries(api: ApiClient) -> None:
+    gone = create(api, "Doomed zebra", text("zebra text"))
+    Conversation.objects.get(pk=gone).delete()  # the admin's or a shell's delete
+    assert not SearchEntry.objects.filter(conversation_id=gone).exists()
+    assert found(api, "zebra") == set()
 
 
 def test_renaming_a_conversation_reindexes_its_title(api: ApiClient) -> None:

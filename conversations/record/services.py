@@ -94,6 +94,8 @@ def conversation_delete(*, conversation: Conversation) -> tuple[int, int]:
         locked = _lock(conversation)  # no append can land in a half-deleted conversation
         # Children first, each in one statement: the collector would load every message.
         blocks, _ = Block.objects.filter(message__conversation=locked).delete()
+        # Its search entries too (on SQLite the FTS5 index follows by trigger).
+        SearchEntry.objects.filter(conversation=locked).delete()
         messages, _ = Message.objects.filter(conversation=locked).only("pk").delete()
         Conversation.objects.filter(pk=locked.pk).delete()
         events.publish_on_commit(
