@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import orjson
 import pytest
 from django.db import connection
 from django.test import Client
@@ -374,3 +375,27 @@ def test_a_batch_of_messages_is_indexed_with_each_message_seq(api: ApiClient) ->
     assert found(api, "batchword2") == {cid}
     entry = SearchEntry.objects.get(words="batchword2")
     assert (entry.message_seq, entry.block_seq) == (3, 0)
+
+
+def test_an_imported_transcript_is_searchable_by_title_and_blocks(api: ApiClient) -> None:
+    body = {
+        "model": "claude-x",
+        "system": "You are terse.",
+        "messages": [
+            {"role": "user", "content": "Where is Émile?"},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t1", "name": "locate_person", "input": {"who": "X"}},
+            ]},
+        ],
+    }  # fmt: skip
+    response = api.client.post(
+        "/api/imports?format=anthropic&title=Quarterly%20hunt",
+        orjson.dumps(body),
+        content_type="application/json",
+        headers=api._headers(None),
+    )
+    assert response.status_code == 201, response.content
+    cid = response.json()["id"]
+    assert found(api, "quarterly") == {cid}
+    assert found(api, "emile") == {cid}
+    assert found(api, "locate_person") == {cid}

@@ -60,7 +60,7 @@ def uninstall(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("conversations", "0002_provenance_and_dimensions"),
+        ("conversations", "0003_importers_import_sha256"),
     ]
 
     operations = [
