@@ -290,9 +290,14 @@ def _touch(conversation: Conversation, **changes: Any) -> None:
 
 
 def _index_title(conversation: Conversation) -> None:
-    """Replace the conversation's title entry with one for its current title."""
-    SearchEntry.objects.filter(conversation=conversation, message_seq__isnull=True).delete()
-    if found := search.index_words(conversation.title):
+    """Make the conversation's title entry hold its current title's words (untouched when
+    they did not change: most updates are of the metadata)."""
+    entries = SearchEntry.objects.filter(conversation=conversation, message_seq__isnull=True)
+    found = search.index_words(conversation.title)
+    if found == (entries.values_list("words", flat=True).first() or ""):
+        return
+    entries.delete()
+    if found:
         SearchEntry.objects.create(conversation=conversation, words=found)
 
 

@@ -60,7 +60,7 @@ def uninstall(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("conversations", "0003_importers_import_sha256"),
+        ("conversations", "0004_livein_tail_cursor_trace_conversation"),
     ]
 
     operations = [
