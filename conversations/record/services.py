@@ -184,8 +184,13 @@ def _append(
                 [_row(message, seq, block, next(next_name)) for seq, block in enumerate(blocks)]
             )
         Block.objects.bulk_create([row for message_rows in rows for row in message_rows])
-        _touch(locked, message_count=F("message_count") + len(stored))
+        _touch(
+            locked,
+            message_count=F("message_count") + len(stored),
+            block_count=F("block_count") + sum(len(blocks) for _, blocks, _ in messages),
+        )
         conversation.message_count = first + len(stored)
+        conversation.block_count = locked.block_count + sum(len(b) for _, b, _ in messages)
         last = stored[-1]
         events.publish_on_commit(
             {
@@ -221,7 +226,7 @@ def block_append(*, message: Message, block: BlockIn) -> Block:
         row = _row(current, current.block_count, block, names[0])
         row.save(force_insert=True)
         Message.objects.filter(pk=current.pk).update(block_count=F("block_count") + 1)
-        _touch(locked)
+        _touch(locked, block_count=F("block_count") + 1)
         message.block_count = current.block_count + 1
         events.publish_on_commit(
             {
