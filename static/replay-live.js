@@ -65,7 +65,10 @@
   }
 
   var opened = new WeakSet();  // socket elements that have been live at least once
-  var unseen = 0;
+  var unseen = 0;  // new messages while scrolled up
+  var unseenBlocks = 0;  // new blocks of messages already shown, while scrolled up
+  var socket = null;  // the conversation socket's wrapper, to report positions on
+  var reloading = false;
 
   function setStatus(state) {
     var status = document.getElementById("live-status");
@@ -93,7 +96,12 @@
       while (first + counts.length < seq) { counts.push(-1); }  // a hole: ask for it
       counts.push(parseInt(m.getAttribute("data-blocks"), 10));
     });
-    return { type: "resume", from: first, counts: counts };
+    // A window away from the end ("Load later" shown) wants no later messages.
+    return { type: "resume", from: first, counts: counts, tail: !document.getElementById("later") };
+  }
+
+  function report() {
+    if (socket && messagesBox()) { socket.send(JSON.stringify(position())); }
   }
 
   function nearBottom() {
@@ -104,30 +112,55 @@
   function showPill() {
     var pill = document.getElementById("new-messages");
     if (!pill) { return; }
-    pill.textContent = unseen + (unseen === 1 ? " new message" : " new messages");
-    pill.hidden = unseen === 0;
+    var said = [];
+    if (unseen) { said.push(unseen + (unseen === 1 ? " new message" : " new messages")); }
+    if (unseenBlocks) { said.push(unseenBlocks + (unseenBlocks === 1 ? " new block" : " new blocks")); }
+    pill.textContent = said.join(" · ");
+    pill.hidden = said.length === 0;
   }
 
   function followTail() {
     unseen = 0;
+    unseenBlocks = 0;
     showPill();
+    // Following a live tail: the far end goes beyond DOCUMENT messages (the server keeps
+    // the same span live for this socket).
+    if (window.replayWindow) { window.replayWindow.trim("end"); }
     window.scrollTo(0, document.documentElement.scrollHeight);
   }
 
+  function reloadWindow(url) {
+    // More went by than frames carry: fetch the tail window over HTTP, then report it.
+    if (reloading || !messagesBox()) { return; }
+    reloading = true;
+    var follow = nearBottom();
+    htmx.ajax("GET", url, { target: "#messages", swap: "innerHTML" }).then(function () {
+      reloading = false;
+      if (follow) { followTail(); }
+    }, function () { reloading = false; });
+  }
+
+  // Applies one message fragment: "added" (a new message), a count of new blocks of a
+  // message already shown, or 0 (nothing new).
   function applyMessage(node) {
     var seq = parseInt(node.getAttribute("data-seq"), 10);
     var blocks = parseInt(node.getAttribute("data-blocks"), 10);
     var existing = document.getElementById("m-" + seq);
     if (existing) {
-      if (parseInt(existing.getAttribute("data-blocks"), 10) >= blocks) { return false; }
+      var had = parseInt(existing.getAttribute("data-blocks"), 10);
+      if (had >= blocks) { return 0; }
       var wasCurrent = existing.classList.contains("current");
       htmx.swap(existing, node.outerHTML, { swapStyle: "outerHTML" });
       if (wasCurrent) { document.getElementById("m-" + seq).classList.add("current"); }
-      return false;
+      return blocks - had;
     }
     var held = heldMessages();
     if (held.length && seq < parseInt(held[0].getAttribute("data-seq"), 10)) {
-      return false;  // before the loaded window: "Load earlier" will bring it
+      return 0;  // before the loaded window: "Load earlier" will bring it
+    }
+    if (held.length && document.getElementById("later") &&
+        seq > parseInt(held[held.length - 1].getAttribute("data-seq"), 10)) {
+      return 0;  // after a window away from the end: "Load later" will bring it
     }
     var next = null;
     for (var i = 0; i < held.length; i++) {
@@ -138,7 +171,7 @@
     } else {
       htmx.swap(messagesBox(), node.outerHTML, { swapStyle: "beforeend" });
     }
-    return true;
+    return "added";
   }
 
   function applyTotals(node) {
@@ -174,14 +207,19 @@
   });
   document.addEventListener("htmx:afterSwap", function (event) {
     // A toggle swaps the whole conversation in: its pill starts from nothing.
-    if (event.target instanceof Element && event.target.id === "conversation") { unseen = 0; }
+    if (event.target instanceof Element && event.target.id === "conversation") {
+      unseen = 0;
+      unseenBlocks = 0;
+    }
   });
   document.addEventListener("htmx:wsOpen", function (event) {
     var reconnected = opened.has(event.target);
     opened.add(event.target);
     setStatus("live");
     if (messagesBox()) {
-      event.detail.socketWrapper.send(JSON.stringify(position()));
+      socket = event.detail.socketWrapper;
+      reloading = false;
+      report();
     } else if (reconnected && event.target.id === "results") {
       // The list has no positions to report: after a gap, fetch it again (the fresh
       // section brings its own socket).
@@ -206,23 +244,31 @@
     template.innerHTML = event.detail.message;
     var follow = nearBottom();
     var added = 0;
+    var grown = 0;
     Array.prototype.slice.call(template.content.children).forEach(function (node) {
       if (node.classList.contains("message")) {
-        if (applyMessage(node)) { added += 1; }
+        var applied = applyMessage(node);
+        if (applied === "added") { added += 1; } else { grown += applied; }
       } else if (node.id === "totals" || node.id === "pressure") {
         applyTotals(node);
       } else if (node.classList.contains("row")) {
         applyRow(node);
+      } else if (node.id === "reload-window") {
+        reloadWindow(node.getAttribute("data-url"));
       }
     });
-    if (!added) { return; }
+    if (!added && !grown) { return; }
+    // At the bottom the page follows every change, new blocks included.
     if (follow) {
       followTail();
     } else {
       unseen += added;
+      unseenBlocks += grown;
       showPill();
     }
   });
+  // The page loaded, trimmed or reloaded a window: the socket keeps exactly that live.
+  document.addEventListener("replay:window", report);
 
   document.addEventListener("click", function (event) {
     if (event.target instanceof Element && event.target.closest("#new-messages")) {
@@ -230,6 +276,6 @@
     }
   });
   window.addEventListener("scroll", function () {
-    if (unseen && nearBottom()) { unseen = 0; showPill(); }
+    if ((unseen || unseenBlocks) && nearBottom()) { unseen = 0; unseenBlocks = 0; showPill(); }
   }, { passive: true });
 })();

@@ -52,11 +52,32 @@
     if (permalink) {
       event.preventDefault();
       var seq = permalink.closest(".message").getAttribute("data-seq");
-      history.replaceState(null, "", "#m-" + seq);
+      history.replaceState(history.state, "", "#m-" + seq);
       copyText(messageUrl(seq)).then(
         function () { flash(permalink, "#" + seq + " · link copied"); },
         function () { flash(permalink, "#" + seq + " · copy failed"); }
       );
+      return;
+    }
+    var rest = target.closest(".load-rest");
+    if (rest) {
+      // The whole text, served as text/plain, set as text (never parsed as markup).
+      var note = rest.closest(".truncated");
+      var pre = note.previousElementSibling;
+      while (pre && pre.tagName !== "PRE") {
+        pre = pre.tagName === "DETAILS" ? pre.querySelector("pre") : pre.previousElementSibling;
+      }
+      rest.disabled = true;
+      fetch(rest.getAttribute("data-url"), { credentials: "same-origin" })
+        .then(function (response) {
+          if (!response.ok) { throw new Error("HTTP " + response.status); }
+          return response.text();
+        })
+        .then(function (text) {
+          pre.textContent = text;
+          note.remove();
+        })
+        .catch(function () { rest.disabled = false; flash(rest, "Loading failed"); });
       return;
     }
     var more = target.closest(".show-all");
@@ -67,7 +88,59 @@
     }
   });
 
-  // Deep links: #m-SEQ scrolls to that message, loading earlier ones first if needed.
+  // Windows (SPEC §4 Bounds): the document holds at most DOCUMENT messages. A deep link to
+  // a message outside it loads the window around it; "earlier" and "later" load the windows
+  // beside, trimming the far end; each change tells the live socket what the page now holds.
+  var DOCUMENT = 300;
+
+  function box() { return document.getElementById("messages"); }
+
+  function held() {
+    var messages = box();
+    return messages ? Array.prototype.slice.call(messages.querySelectorAll(":scope > .message")) : [];
+  }
+
+  function seqOf(element) { return parseInt(element.getAttribute("data-seq"), 10); }
+
+  function control(kind, seq) {
+    // The same control the server renders for a window ("earlier" before SEQ, "later" after).
+    var div = document.createElement("div");
+    div.id = kind;
+    div.className = kind === "later" ? "earlier later" : "earlier";
+    var button = document.createElement("button");
+    button.type = "button";
+    button.setAttribute("hx-get", box().getAttribute("data-windows") + "&" +
+      (kind === "earlier" ? "before=" : "after=") + seq);
+    button.setAttribute("hx-target", "#" + kind);
+    button.setAttribute("hx-swap", "outerHTML");
+    button.textContent = kind === "earlier" ? "Load earlier messages (before #" + seq + ")"
+      : "Load later messages (after #" + seq + ")";
+    div.appendChild(button);
+    return div;
+  }
+
+  // Drop messages beyond DOCUMENT from the start (keep: "end") or from the end (keep:
+  // "start"), leaving the control that loads them again. Returns how many were dropped.
+  function trim(keep) {
+    var messages = held();
+    var extra = messages.length - DOCUMENT;
+    if (extra <= 0) { return 0; }
+    var dropped = keep === "end" ? messages.slice(0, extra) : messages.slice(messages.length - extra);
+    dropped.forEach(function (m) { m.remove(); });
+    var kind = keep === "end" ? "earlier" : "later";
+    var old = document.getElementById(kind);
+    if (old) { old.remove(); }
+    var fresh = control(kind, keep === "end" ? seqOf(messages[extra]) : seqOf(messages[messages.length - extra - 1]));
+    if (keep === "end") { box().insertBefore(fresh, box().firstChild); } else { box().appendChild(fresh); }
+    if (window.htmx) { window.htmx.process(fresh); }
+    return extra;
+  }
+
+  function changed() { document.dispatchEvent(new CustomEvent("replay:window")); }
+
+  window.replayWindow = { trim: trim, changed: changed, DOCUMENT: DOCUMENT };
+
+  // Deep links: #m-SEQ scrolls to that message, loading the window around it if needed.
   var pendingSeq = null;
 
   function wantedSeq() {
@@ -77,26 +150,40 @@
 
   function reveal() {
     var seq = wantedSeq();
-    if (seq === null) { return; }
+    if (seq === null) { return false; }
     var element = document.getElementById("m-" + seq);
     if (element) {
       pendingSeq = null;
       element.scrollIntoView({ block: "start" });
+      var current = document.querySelector(".message.current");
+      if (current && current !== element) { current.classList.remove("current"); }
       element.classList.add("current");
-      return;
+      return true;
     }
-    var earlier = document.querySelector("#earlier button[hx-get]");
-    if (!earlier || pendingSeq === seq || !window.htmx) { return; }
+    var messages = box();
+    if (!messages || pendingSeq === seq || !window.htmx) { return true; }
     pendingSeq = seq;
-    var url = new URL(earlier.getAttribute("hx-get"), window.location.href);
-    url.searchParams.set("from", String(seq));
-    window.htmx.ajax("GET", url.pathname + url.search, { target: "#earlier", swap: "outerHTML" });
+    window.htmx.ajax("GET", messages.getAttribute("data-windows") + "&around=" + seq,
+      { target: "#messages", swap: "innerHTML" });
+    return true;
   }
 
-  document.addEventListener("DOMContentLoaded", reveal);
+  function atTail() {
+    // A conversation opens at its tail: the latest message in view.
+    if (!reveal() && box()) { window.scrollTo(0, document.documentElement.scrollHeight); }
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    // Mark the first entry as htmx's, so that Back to it is restored like the pushed ones.
+    if (history.state === null && box()) { history.replaceState({ htmx: true }, "", window.location.href); }
+    atTail();
+  });
   window.addEventListener("hashchange", reveal);
+  // Back/Forward: htmx fetches the page again (no history cache), at its tail; the entry's
+  // #m-SEQ is brought back as on a first load.
+  document.addEventListener("htmx:historyRestore", function () { pendingSeq = null; atTail(); });
   // A toggle swaps the conversation in and pushes its URL without the fragment: keep the
-  // message the operator was on (loading it again if it lies before the new window).
+  // message the operator was on (loading its window again if the new page lacks it).
   var keptHash = "";
   // A refused search (400: q too long or too many words) carries its explanation in the
   // results fragment; htmx swaps no error response unless told to.
@@ -107,14 +194,25 @@
       event.detail.isError = false;
     }
   });
+
+  var settled = new WeakSet();  // htmx fires afterSettle on every swapped element: act once
   document.addEventListener("htmx:beforeRequest", function () { keptHash = window.location.hash; });
   document.addEventListener("htmx:afterSettle", function (event) {
+    var xhr = event.detail && event.detail.xhr;
+    if (xhr) {
+      if (settled.has(xhr)) { return; }
+      settled.add(xhr);
+    }
     var target = event.detail && event.detail.target;
-    if (target && target.id === "conversation" && keptHash && !window.location.hash) {
-      history.replaceState(null, "", window.location.pathname + window.location.search + keptHash);
+    var id = target && target.id;
+    if (id === "conversation" && keptHash && !window.location.hash) {
+      history.replaceState(history.state, "", window.location.pathname + window.location.search + keptHash);
       reveal();
       return;
     }
+    if (id === "earlier") { trim("start"); }
+    if (id === "later") { trim("end"); }
+    if (id === "earlier" || id === "later" || id === "messages") { changed(); }
     if (pendingSeq !== null) { reveal(); }
   });
 
@@ -138,6 +236,6 @@
     next.classList.add("current");
     next.scrollIntoView({ block: "start" });
     next.focus({ preventScroll: true });
-    history.replaceState(null, "", "#" + next.id);
+    history.replaceState(history.state, "", "#" + next.id);
   });
 })();

@@ -8,7 +8,13 @@ a) first load of /c/ID/ in headless Chromium (a fresh browser context per run, s
    100-message one, and the size of each page (HTML bytes, DOM elements);
 b) the server's time for the first page of the 10,000-message conversation next to
    GET /api/conversations/ID/replay of the same conversation, and the number of SQL
-   queries of the page at 100 and at 10,000 messages.
+   queries of the page at 100 and at 10,000 messages; the page's server time at 10,000
+   messages within 1.2× of it at 100 (SPEC §4 Bounds: nothing on the page is O(N));
+c) bounds (issue 7 finding 10): the daphne process's peak RSS (VmHWM, reset before each
+   page) and the page size for a conversation of one 10 MB message and for one of
+   60 × 10 MB messages.
+
+`--only server|browser|bounds` runs one part.
 
 The server runs as deployed (SPEC §5): DJANGO_DEBUG=0 after `collectstatic` into a
 temporary STATIC_ROOT, so static files come from WhiteNoise with their hashed names.
@@ -35,6 +41,11 @@ BROWSER_RUNS = 7
 HTTP_RUNS = 9
 LOAD_TARGET = 1.5  # the 10,000-message page loads in at most 1.5× the 100-message one
 SIZE_TARGET = 1.5  # …and its HTML and DOM stay within 1.5× of it (bounded)
+SERVER_TARGET = 1.2  # the page's server time at 10,000 messages vs at 100
+HUGE = 10 * 1024 * 1024  # characters of each huge message
+HUGE_RUNS = 3
+RSS_TARGET = 300  # MB: the server's peak while it serves the 60 × 10 MB page
+PAGE_BYTES_TARGET = 16  # MB: that page's HTML (60 messages, each side of each ≤ 96 KB)
 
 
 # --- the records -----------------------------------------------------------------------
@@ -116,6 +127,9 @@ def bench_server(
                    "ms", f"median of {HTTP_RUNS}")  # fmt: skip
     results.figure(f"b: GET /c/ID/, {SMALL} messages", ms(samples["page small"]), "ms",
                    f"median of {HTTP_RUNS}")  # fmt: skip
+    results.target(f"b: page server time, {BIG:,} vs {SMALL} messages",
+                   benchkit.paired_ratio(samples["page big"], samples["page small"]),
+                   SERVER_TARGET, "×")  # fmt: skip
     results.figure(f"b: GET /api/conversations/ID/replay, {BIG:,} messages",
                    ms(samples["replay"]), "ms",
                    f"median of {HTTP_RUNS}; {replay_size / 1e6:.1f} MB")  # fmt: skip
@@ -138,6 +152,55 @@ def bench_server(
         results.figure(f"b: SQL queries of /c/ID/, {size:,} messages", len(queries), "queries")
     results.target(f"b: SQL queries at {BIG:,} minus at {SMALL}", counts[BIG] - counts[SMALL],
                    0, "queries", op="=")  # fmt: skip
+
+
+def huge_turn(index: int, rng: random.Random) -> tuple[str, list[Any]]:
+    """A 10 MB message: a tool's whole log, as agents paste it."""
+    from conversations.record.schemas import TextIn
+
+    line = f"{index:02d} " + sentence(rng, 12, WORDS) + "\n"
+    return ("user", [TextIn(type="text", text=(line * (HUGE // len(line) + 1))[:HUGE])])
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status").read().splitlines():  # noqa: SIM115
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc status")
+
+
+def reset_peak_rss(pid: int) -> None:
+    # Linux ≥ 4.0: writing 5 resets the peak resident set size to the current one.
+    with open(f"/proc/{pid}/clear_refs", "w") as refs:
+        refs.write("5")
+
+
+def bench_bounds(results: Results, server: Daphne, session: str, one: Any, sixty: Any) -> None:
+    import httpx2 as httpx
+
+    print("c) peak RSS of the server for pages of 10 MB messages")
+    pid = server.process.pid
+    with httpx.Client(base_url=server.url, cookies={"sessionid": session}, timeout=300) as web:
+        web.get("/").raise_for_status()  # warm: settings, templates, the session
+        for name, conversation in (("1 × 10 MB", one), ("60 × 10 MB", sixty)):
+            path = f"/c/{conversation.pk}/"
+            times, peaks = [], []
+            size = 0
+            for _ in range(HUGE_RUNS):
+                reset_peak_rss(pid)
+                began = time.perf_counter()
+                response = web.get(path)
+                times.append(time.perf_counter() - began)
+                response.raise_for_status()
+                size = len(response.content)
+                peaks.append(peak_rss_mb(pid))
+            results.figure(f"c: peak RSS serving /c/ID/, {name}", max(peaks), "MB",
+                           f"max of {HUGE_RUNS}")  # fmt: skip
+            results.figure(f"c: GET /c/ID/, {name}", ms(times), "ms", f"median of {HUGE_RUNS}")
+            results.figure(f"c: page size, {name}", size / 1e6, "MB")
+            if name.startswith("60"):
+                results.target(f"c: peak RSS, {name}", max(peaks), RSS_TARGET, "MB")
+                results.target(f"c: page size, {name}", size / 1e6, PAGE_BYTES_TARGET, "MB")
 
 
 LOAD_SCRIPT = """() => {
@@ -214,7 +277,10 @@ def bench_browser(results: Results, server: Daphne, session: str, big: Any, smal
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = benchkit.arguments(__doc__).parse_args(argv)
+    parser = benchkit.arguments(__doc__)
+    parser.add_argument("--only", choices=["server", "browser", "bounds"])
+    args = parser.parse_args(argv)
+    parts = {args.only} if args.only else {"server", "browser", "bounds"}
     began = time.perf_counter()
     with benchkit.scratch("replay-bench-dashboard-") as tmp:
         env = benchkit.base_env(tmp, f"sqlite:///{tmp / 'bench.sqlite3'}")
@@ -224,18 +290,28 @@ def main(argv: list[str] | None = None) -> int:
         benchkit.manage(env, "collectstatic", "--noinput", "-v", "0")
         print(f"building a {BIG:,}- and a {SMALL}-message conversation …", flush=True)
         start = time.perf_counter()
-        (big, small), token = benchkit.records(env, turn, BIG, SMALL)
+        sizes = (BIG, SMALL) if parts & {"server", "browser"} else (1, 1)
+        (big, small), token = benchkit.records(env, turn, *sizes)
         session = benchkit.operator_session(f"bench-{os.getpid()}")
         print(f"  built in {time.perf_counter() - start:.1f} s (3 blocks per message)",
               flush=True)  # fmt: skip
+        if "bounds" in parts:
+            start = time.perf_counter()
+            one = benchkit.build_conversation("bench 1 × 10 MB", 1, huge_turn)
+            sixty = benchkit.build_conversation("bench 60 × 10 MB", 60, huge_turn)
+            print(f"  10 MB messages built in {time.perf_counter() - start:.1f} s", flush=True)
         from django.db import connection
 
         connection.close()
         results = Results()
         with benchkit.daphne(env, tmp / "daphne.log") as server:
-            bench_server(results, server, session, token, big, small)
+            if "server" in parts:
+                bench_server(results, server, session, token, big, small)
+            if "bounds" in parts:
+                bench_bounds(results, server, session, one, sixty)
             connection.close()  # Playwright's loop must not meet an open ORM connection
-            bench_browser(results, server, session, big, small)
+            if "browser" in parts:
+                bench_browser(results, server, session, big, small)
         return results.finish(began, args.json, debug=False)
 
 

@@ -686,3 +686,100 @@ async def test_a_batch_moves_the_list_row_once(operator: Client) -> None:
         await sync_to_async(append_batch)(cid, BATCH)
         assert list(rows(await frame(ws))) == [cid]
         assert await ws.receive_nothing(QUIET)
+
+
+# -- bounds (SPEC §4): no frame over 256 KB, a gap past a window is a reload -------------------
+
+FRAME_LIMIT = 256 * 1024
+RELOAD = re.compile(r'<div id="reload-window" data-url="([^"]+)" hidden></div>')
+
+
+@in_loop
+async def test_a_two_megabyte_block_travels_cut_under_the_frame_limit_and_updates_go_on(
+    operator: Client,
+) -> None:
+    conversation = await sync_to_async(create)()
+    cid = conversation.id
+    await sync_to_async(append)(cid, "user", [text("dump the log")])
+    async with socket(conversation_path(cid), operator) as ws:
+        await sync_to_async(append)(cid, "user", [tool_result("call_1", "<&>'\"" * 400_000)])
+        pushed = await frame(ws)
+        assert len(pushed.encode()) <= FRAME_LIMIT
+        fresh = await sync_to_async(detail_page)(operator, cid, True, "openai")
+        assert articles(pushed)[1] == articles(fresh)[1]
+        assert 'class="truncated"' in articles(pushed)[1]
+        # The socket lives on: the next block and message arrive as usual.
+        await sync_to_async(add_block)(cid, 1, text("x" * 2_000_000))
+        pushed = await frame(ws)
+        assert len(pushed.encode()) <= FRAME_LIMIT
+        assert attribute(articles(pushed)[1], "data-blocks") == "2"
+        await sync_to_async(append)(cid, "assistant", [text("Done. " + "d" * 300_000)])
+        assert article_order(await frame(ws)) == [2]
+        # A resume that misses several huge messages is answered in frames under the limit.
+        await ws.send_json_to({"type": "resume", "from": 0, "counts": [1]})
+        received: list[str] = []
+        while 2 not in articles("".join(received)):
+            received.append(await frame(ws))
+        assert all(len(f.encode()) <= FRAME_LIMIT for f in received)
+        assert len(received) >= 2
+        assert sorted(articles("".join(received))) == [1, 2]
+
+
+@in_loop
+async def test_a_gap_past_one_window_is_answered_with_reload_and_the_reload_ends_as_a_fresh_load(
+    operator: Client,
+) -> None:
+    conversation = await sync_to_async(create)()
+    cid = conversation.id
+
+    def store() -> None:
+        for n in range(410):
+            append(cid, "user", [text(f"m{n}")])
+
+    await sync_to_async(store)()
+    async with socket(conversation_path(cid, False, "openai"), operator) as ws:
+        # The page held the first ten messages and missed 400.
+        await ws.send_json_to({"type": "resume", "from": 0, "counts": [1] * 10})
+        pushed = await frame(ws)
+        found = RELOAD.search(pushed)
+        assert found is not None, pushed[:300]
+        assert "<article" not in pushed
+        # Nothing more until the client reports again, whatever happens meanwhile.
+        await sync_to_async(append)(cid, "user", [text("meanwhile")])
+        assert await ws.receive_nothing(QUIET)
+        window = await sync_to_async(page)(operator, found.group(1).replace("&amp;", "&"))
+        held = articles(window)
+        first = min(held)
+        await ws.send_json_to(
+            {"type": "resume", "from": first,
+             "counts": [int(attribute(held[s], "data-blocks")) for s in sorted(held)]}
+        )  # fmt: skip
+        assert await ws.receive_nothing(QUIET)
+        fresh = await sync_to_async(detail_page)(operator, cid, False, "openai")
+        assert held == articles(fresh)
+        assert sorted(held) == list(range(311, 411))
+
+
+@in_loop
+async def test_list_socket_sends_what_changed_since_the_page_was_rendered(
+    operator: Client,
+) -> None:
+    quiet = await sync_to_async(create)("Quiet")
+    busy = await sync_to_async(create)("Busy")
+    listing = await sync_to_async(page)(operator, "/")
+    found = re.search(r'ws-connect="([^"]+)"', listing)
+    assert found is not None and "since=" in found.group(1)
+    # Activity after the page's rows were read, before its socket opens.
+    await sync_to_async(append)(busy.id, "user", [text("while the socket was not open yet")])
+    fresh_conversation = await sync_to_async(create)("Brand new")
+    async with socket(found.group(1).replace("&amp;", "&"), operator) as ws:
+        pushed = await frame(ws)
+        assert list(rows(pushed)) == [str(busy.id), str(fresh_conversation.id)]
+        await assert_row_is_fresh(pushed, operator, busy.id)
+        assert str(quiet.id) not in pushed
+        assert await ws.receive_nothing(QUIET)
+    # A bad position is ignored: the socket is live, and sends only new activity.
+    async with socket(routing.list_socket_url("yesterday"), operator) as ws:
+        assert await ws.receive_nothing(QUIET)
+        await sync_to_async(append)(quiet.id, "user", [text("now")])
+        assert list(rows(await frame(ws))) == [str(quiet.id)]

@@ -430,3 +430,26 @@ def test_conversation_created_is_published_to_the_list_group(django_capture_on_c
 
     received = async_to_sync(run)()
     assert {"type": "conversation.created", "conversation_id": str(created[0].pk)} in received
+
+
+def test_the_conversation_keeps_its_block_total_through_every_append(conversation):
+    """The page's totals read Conversation.block_count (O(1)); it is the sum of its messages'."""
+    from django.db.models import Sum
+
+    from conversations.record.schemas import MessageIn
+
+    services.message_append(conversation=conversation, role="user", blocks=[text(), text()])
+    services.messages_append(
+        conversation=conversation,
+        messages=[
+            MessageIn(role="assistant", blocks=[text("a")]),
+            MessageIn(role="user", blocks=[]),
+            MessageIn(role="assistant", blocks=[text("b"), text("c")]),
+        ],
+    )
+    services.block_append(
+        message=Message.objects.get(conversation=conversation, seq=1), block=text()
+    )
+    conversation.refresh_from_db()
+    summed = Message.objects.filter(conversation=conversation).aggregate(n=Sum("block_count"))
+    assert conversation.block_count == summed["n"] == 6

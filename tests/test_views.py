@@ -968,3 +968,126 @@ def test_htmx_history_restore_gets_the_whole_page(
     root = page(response)
     assert root.find_all("html")
     assert root.find("header", "topbar")
+
+
+# -- bounds (SPEC §4): long blocks show their start, their size, and load the rest -------------
+
+BIG = 10 * 1024 * 1024
+
+
+@pytest.fixture
+def huge(db: None) -> Conversation:
+    """A 10 MB text, a 10 MB tool result, a long tool input, a picture, then a short reply."""
+    big_text = "".join(f"line {i} <b>&</b>\n" for i in range(BIG // 18))
+    return conversation_with(
+        "Huge",
+        ("user", [text(big_text), png()]),
+        ("assistant", [tool_use("call_1", "dump", blob="y" * 200_000)]),
+        ("user", [tool_result("call_1", "z" * BIG)]),
+        ("assistant", [text("Done.")]),
+    )
+
+
+def test_a_page_of_ten_megabyte_blocks_is_small_and_says_what_it_cut(
+    operator_client: Client, huge: Conversation
+) -> None:
+    response = operator_client.get(detail_url(huge))
+    assert len(response.content) < 700_000  # four messages; each side of each under 96 KB
+    root = page(response)
+    assert message_ids(root) == [0, 1, 2, 3]
+    notes = root.find_all("p", "truncated")
+    assert len(notes) == 6  # record and projection of the three long messages
+    sizes = {int(n.attrs["data-size"] or 0) for n in notes}
+    assert max(sizes) > BIG
+    assert "showing the start of 10.5 MB" in response.content.decode()
+    for note in notes:
+        assert note.find("button", "load-rest") is not None
+
+
+def test_load_the_rest_serves_a_blocks_whole_text_as_plain_text(
+    operator_client: Client, huge: Conversation
+) -> None:
+    root = page(operator_client.get(detail_url(huge)))
+    message = root.by_id("m-2")
+    assert message is not None
+    button = message.find("section").find("button", "load-rest")
+    response = operator_client.get(button.attrs["data-url"])
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/plain; charset=utf-8"
+    assert response["X-Content-Type-Options"] == "nosniff"
+    assert response.content.decode() == "z" * BIG
+    shown = message.find("section").find("pre").text.removeprefix("\n")
+    assert ("z" * BIG).startswith(shown) and 0 < len(shown) < BIG
+
+
+def test_a_cut_projection_is_the_start_of_the_true_projection_and_its_rest_is_served(
+    operator_client: Client, huge: Conversation
+) -> None:
+    for vision, shape in [(1, "openai"), (0, "anthropic")]:
+        root = page(operator_client.get(detail_url(huge, vision=vision, shape=shape)))
+        wire = wire_messages(huge, vision=bool(vision), shape=shape)
+        for seq in (0, 1, 2):
+            message = root.by_id(f"m-{seq}")
+            assert message is not None
+            projection = message.find("div", "projection")
+            pre = projection.find("pre", "wire")
+            content = wire[seq]["content"]
+            full = content if isinstance(content, str) else content[0]["text"]
+            shown = pre.text.removeprefix("\n")
+            assert full.startswith(shown) and len(shown) < len(full), (seq, vision)
+            url = projection.find("button", "load-rest").attrs["data-url"]
+            response = operator_client.get(url)
+            assert response.status_code == 200
+            assert response["X-Content-Type-Options"] == "nosniff"
+            assert response.content.decode() == full
+
+
+def test_page_queries_load_no_image_data_and_cut_texts_in_sql(
+    operator_client: Client, huge: Conversation
+) -> None:
+    with CaptureQueriesContext(connection) as queries:
+        page(operator_client.get(detail_url(huge)))
+    block_reads = [
+        q["sql"] for q in queries.captured_queries if 'FROM "conversations_block"' in q["sql"]
+    ]
+    assert block_reads
+    for sql in block_reads:
+        assert '"conversations_block"."data"' not in sql
+        # The token count's cold read needs whole texts (counted once, then cached); every
+        # read that renders the page cuts them in SQL.
+        if '"no_data"' not in sql:
+            assert "SUBSTR" in sql.upper()
+
+
+def test_a_window_around_a_deep_link_holds_it_with_earlier_and_later(
+    operator_client: Client, db: None
+) -> None:
+    conversation = long_conversation(400)
+    url = reverse("earlier-messages", args=[str(conversation.id)])
+    root = page(operator_client.get(f"{url}?around=200"))
+    assert message_ids(root) == list(range(150, 250))
+    assert query_of(root.by_id("earlier").find("button").attrs["hx-get"])["before"] == "150"
+    assert query_of(root.by_id("later").find("button").attrs["hx-get"])["after"] == "249"
+    root = page(operator_client.get(f"{url}?after=349"))
+    assert message_ids(root) == list(range(350, 400))
+    assert root.by_id("later") is None
+    assert operator_client.get(f"{url}?after=-1").status_code == 400
+    assert operator_client.get(url).status_code == 400
+
+
+def test_a_message_of_many_blocks_shows_the_first_hundred_and_says_so(
+    operator_client: Client, db: None
+) -> None:
+    conversation = conversation_with("Many", ("assistant", [text(f"step {n}") for n in range(130)]))
+    root = page(operator_client.get(detail_url(conversation)))
+    message = root.by_id("m-0")
+    assert message is not None
+    assert message.attrs["data-blocks"] == "130"
+    assert len(message.find("div", "record").find_all("section")) == 100
+    assert "30 more blocks not shown here" in message.text
+    (wire,) = wire_messages(conversation, vision=True, shape="openai")
+    projection = message.find("div", "projection")
+    shown = projection.find("pre", "wire").text.removeprefix("\n")
+    assert wire["content"].startswith(shown) and shown.endswith("step 99\n\n")
+    response = operator_client.get(projection.find("button", "load-rest").attrs["data-url"])
+    assert response.content.decode() == wire["content"]

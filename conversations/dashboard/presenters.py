@@ -6,18 +6,21 @@ as it is: a string stays one string, a list stays its parts in order.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import secrets
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, assert_never
+from typing import Any, assert_never, cast
 from urllib.parse import urlencode
 
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape
 from django.utils.timesince import timesince
 
-from conversations.core import blocks, replay, tokens
+from conversations.core import blocks, positions, preview, replay, tokens
 from conversations.core import compact as compact_core
 from conversations.core import diff as diff_core
 from conversations.core.options import ReplayOptions
@@ -27,10 +30,48 @@ from conversations.record.models import Conversation
 
 FOLD_LINES = 12
 FOLD_CHARS = 1500
+# Escaped UTF-8 bytes one side of one message may show (record; projection): both sides and
+# their markup stay under one live frame (positions.FRAME_BYTES) whatever is stored.
+SIDE_BYTES = 96 * 1024
+BLOCK_MARKUP = 700  # bytes a block's markup costs, besides its name, id and text
 
 
 def folds(text: str) -> bool:
     return len(text) > FOLD_CHARS or text.count("\n") >= FOLD_LINES
+
+
+def escaped_bytes(text: str) -> int:
+    return len(escape(text).encode())
+
+
+class Budget:
+    """What is left of one side's bytes; `take` spends it on the longest prefix that fits."""
+
+    def __init__(self, total: int = SIDE_BYTES) -> None:
+        self.left = total
+
+    def spend(self, cost: int) -> None:
+        self.left -= cost
+
+    def take(self, text: str) -> str:
+        cost = escaped_bytes(text)
+        while cost > max(self.left, 0):
+            text = text[: int(len(text) * max(self.left, 0) / cost * 0.9)]
+            cost = escaped_bytes(text)
+        self.left -= cost
+        return text
+
+
+@dataclass(frozen=True)
+class Truncation:
+    """A text shown only in part: its full size (UTF-8 bytes) and where the rest is served."""
+
+    size: int
+    rest_url: str
+
+    @property
+    def size_label(self) -> str:
+        return preview.human_size(self.size)
 
 
 @dataclass(frozen=True)
@@ -45,6 +86,7 @@ class BlockView:
     image_url: str = ""
     media_type: str = ""
     folded: bool = False
+    truncated: Truncation | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +96,7 @@ class PartView:
     image_url: str = ""
     media_type: str = ""
     folded: bool = False
+    truncated: Truncation | None = None
 
 
 @dataclass(frozen=True)
@@ -224,20 +267,19 @@ class MessageView:
     blocks: list[BlockView]
     wire_role: str
     lifted: bool  # anthropic shape: a system message crosses in the request's `system`
-    text: str | None  # the wire content when it is one string
+    text: str | None  # the wire content when it is one string (perhaps only its start)
     parts: list[PartView] = field(default_factory=list)
     folded: bool = False
     provenance: str = ""  # model, tokens in/out, stop reason, source time (imports)
     boundary: str = ""  # a compaction boundary before this message, described
     tokens: TokensView | None = None
+    block_count: int = 0  # stored blocks: the message's live position
+    hidden_blocks: int = 0  # stored blocks past the ones shown
+    truncated: Truncation | None = None  # of `text`
 
     @property
     def anchor(self) -> str:
         return f"m-{self.seq}"
-
-    @property
-    def block_count(self) -> int:
-        return len(self.blocks)
 
 
 @dataclass(frozen=True)
@@ -257,47 +299,169 @@ def image_url(conversation_id: object, message_seq: int, block_seq: int) -> str:
     return reverse("block-image", args=[str(conversation_id), message_seq, block_seq])
 
 
-def block_view(conversation_id: object, message_seq: int, row: selectors.BlockRow) -> BlockView:
+def block_text_url(conversation_id: object, message_seq: int, block_seq: int) -> str:
+    return reverse("block-text", args=[str(conversation_id), message_seq, block_seq])
+
+
+def wire_text_url(
+    conversation_id: object, message_seq: int, *, vision: bool, shape: str, part: int | None
+) -> str:
+    params: dict[str, object] = {"vision": int(vision), "shape": shape}
+    if part is not None:
+        params["part"] = part
+    return reverse("wire-text", args=[str(conversation_id), message_seq]) + query(**params)
+
+
+def pretty_input(input_json: str) -> str:
+    return json.dumps(json.loads(input_json), indent=2, ensure_ascii=False)
+
+
+def block_full_text(row: selectors.BlockRow) -> str:
+    """The whole text a block view shows the start of ("" for an image)."""
     value = selectors.block_value(row)
-    kind, label = blocks.kind_of(value), blocks.label(value)
     match value:
         case replay.ToolUseBlock():
-            pretty = json.dumps(value.input, indent=2, ensure_ascii=False)
+            return pretty_input(value.input_json)
+        case replay.ToolResultBlock():
+            return value.content
+        case replay.TextBlock() | replay.ReasoningBlock():
+            return value.text
+        case replay.ImageBlock():
+            return ""
+        case _:
+            assert_never(value)
+
+
+def block_view(
+    conversation_id: object, message_seq: int, row: selectors.PreviewBlock, budget: Budget
+) -> BlockView:
+    """A block's record side: a text past 64 K characters, 400 lines or the budget shows
+    its start."""
+    value = selectors.preview_value(row)
+    kind, label = blocks.kind_of(value), blocks.label(value)
+    budget.spend(BLOCK_MARKUP + 2 * (escaped_bytes(row.name) + escaped_bytes(row.call_id)))
+    rest = block_text_url(conversation_id, message_seq, row.seq)
+
+    def shown(start: str, size: int) -> tuple[str, Truncation | None]:
+        text = budget.take(preview.cut(start))
+        return text, (Truncation(size, rest) if preview.size(text) < size else None)
+
+    match value:
+        case replay.ToolUseBlock():
+            if len(value.input_json) < selectors.PREVIEW_CHARS:  # loaded whole
+                pretty = pretty_input(value.input_json)
+                text, cut = shown(pretty, preview.size(pretty))
+            else:  # only the start is loaded: show it as stored
+                text, cut = shown(value.input_json, row.input_size)
             return BlockView(
-                row.seq, kind, label, pretty, value.name, value.id, folded=folds(pretty)
+                row.seq, kind, label, text, value.name, value.id, folded=folds(text), truncated=cut
             )
         case replay.ToolResultBlock():
+            text, cut = shown(value.content, row.text_size)
             return BlockView(
-                row.seq, kind, label, value.content, value.name, value.tool_use_id,
-                value.is_error, folded=folds(value.content),
+                row.seq, kind, label, text, value.name, value.tool_use_id,
+                value.is_error, folded=folds(text), truncated=cut,
             )  # fmt: skip
         case replay.ImageBlock():
             url = image_url(conversation_id, message_seq, row.seq)
             return BlockView(row.seq, kind, label, image_url=url, media_type=value.media_type)
         case replay.TextBlock() | replay.ReasoningBlock():
-            return BlockView(row.seq, kind, label, value.text, folded=folds(value.text))
+            text, cut = shown(value.text, row.text_size)
+            return BlockView(row.seq, kind, label, text, folded=folds(text), truncated=cut)
         case _:
             assert_never(value)
 
 
+def _cut_values(
+    row: selectors.PreviewRow, shown: int, marks: str
+) -> tuple[list[replay.Block], dict[str, int]]:
+    """The shown blocks as values, each cut one followed by a unique mark.
+
+    The projection of these values is the true projection up to the first mark, so a page
+    can show that much of it; mark → characters missing there. A last mark stands for the
+    blocks not loaded at all.
+    """
+    values: list[replay.Block] = []
+    missing: dict[str, int] = {}
+    for i, block in enumerate(row.blocks[:shown]):
+        value = selectors.preview_value(block)
+        mark = f"{marks}{i}\ue001"
+        match value:
+            case replay.TextBlock() | replay.ReasoningBlock():
+                if block.text_size > preview.size(block.text):
+                    missing[mark] = block.text_size - preview.size(block.text)
+                    value = dataclasses.replace(value, text=block.text + mark)
+            case replay.ToolResultBlock():
+                if block.text_size > preview.size(block.text):
+                    missing[mark] = block.text_size - preview.size(block.text)
+                    value = dataclasses.replace(value, content=block.text + mark)
+            case replay.ToolUseBlock():
+                if block.input_size > preview.size(block.input_json):
+                    missing[mark] = block.input_size - preview.size(block.input_json)
+                    value = dataclasses.replace(value, input_json=block.input_json + mark)
+            case replay.ImageBlock():
+                pass
+            case _:
+                assert_never(value)
+        values.append(value)
+    if shown < row.block_count:
+        mark = f"{marks}rest\ue001"
+        missing[mark] = 0
+        values.append(replay.TextBlock(mark))
+    return values, missing
+
+
+def _wire_shown(
+    text: str, missing: dict[str, int], budget: Budget, rest: str
+) -> tuple[str, Truncation | None]:
+    """The start of a wire text to show (up to its first mark, 64 KB, 400 lines, the budget)."""
+    marks = [(text.find(mark), mark, n) for mark, n in missing.items() if mark in text]
+    size = preview.size(text) + sum(n - preview.size(mark) for _, mark, n in marks)
+    first = min((at for at, _, _ in marks), default=len(text))
+    start = budget.take(preview.cut(text[:first]))
+    return start, (Truncation(size, rest) if len(start) < len(text) or marks else None)
+
+
 def message_views(
     conversation: Conversation,
-    rows: Sequence[selectors.MessageRow],
+    rows: Sequence[selectors.PreviewRow],
     *,
     vision: bool,
     shape: replay.Shape,
     margin: dict[int, TokensView] | None = None,
 ) -> list[MessageView]:
+    """Each message beside its projection, bounded: a side shows at most `SIDE_BYTES`."""
     views = []
-    for row, stored in zip(rows, selectors.stored_messages(rows), strict=True):
+    marks = f"\ue000{secrets.token_hex(8)}:"
+    for row in rows:
+        record = Budget()
+        block_views = []
+        for block in row.blocks:
+            if record.left <= 0:
+                break
+            block_views.append(block_view(conversation.id, row.seq, block, record))
+        values, missing = _cut_values(row, len(block_views), marks)
+        stored = replay.StoredMessage(cast(replay.Role, row.role), tuple(values))
         wire = replay.project_message(stored, vision=vision, shape=shape)
         content = wire["content"]
+        projection = Budget()
         parts: list[PartView] = []
-        if not isinstance(content, str):
-            images = iter([b for b in row.blocks if b.type == "image"])
-            for part in content:
+        text: str | None = None
+        cut: Truncation | None = None
+        if isinstance(content, str):
+            rest = wire_text_url(conversation.id, row.seq, vision=vision, shape=shape, part=None)
+            text, cut = _wire_shown(content, missing, projection, rest)
+        else:
+            images = iter([b for b in row.blocks[: len(block_views)] if b.type == "image"])
+            for index, part in enumerate(content):
                 if part["type"] == "text":
-                    parts.append(PartView("text", part["text"], folded=folds(part["text"])))
+                    rest = wire_text_url(
+                        conversation.id, row.seq, vision=vision, shape=shape, part=index
+                    )
+                    shown, part_cut = _wire_shown(part["text"], missing, projection, rest)
+                    parts.append(PartView("text", shown, folded=folds(shown), truncated=part_cut))
+                    if part_cut is not None:
+                        break  # what follows a cut part is past the first mark
                 else:
                     image = next(images)
                     url = image_url(conversation.id, row.seq, image.seq)
@@ -307,15 +471,18 @@ def message_views(
                 seq=row.seq,
                 role=row.role,
                 created_at=row.created_at,
-                blocks=[block_view(conversation.id, row.seq, b) for b in row.blocks],
+                blocks=block_views,
                 wire_role="system" if row.role == "system" else wire["role"],
                 lifted=shape == "anthropic" and row.role == "system",
-                text=content if isinstance(content, str) else None,
+                text=text,
                 parts=parts,
-                folded=isinstance(content, str) and folds(content),
                 provenance=provenance(row.metadata),
                 boundary=boundary(row.metadata),
                 tokens=(margin or {}).get(row.seq),
+                folded=text is not None and folds(text),
+                block_count=row.block_count,
+                hidden_blocks=row.block_count - len(block_views),
+                truncated=cut,
             )
         )
     return views
@@ -418,18 +585,24 @@ def toggle(label: str, path: str, options: dict[str, object], active: bool) -> d
 def conversation_page(
     conversation: Conversation,
     *,
-    start: int,
-    stop: int | None,
+    window: range,
     vision: bool,
     shape: replay.Shape,
     view: dict[str, str] | None = None,
+    earlier: bool = True,
+    later: bool = True,
 ) -> dict[str, Any]:
-    """The page's context; `view` may override the model and window of the pressure view
-    (OptionError on a bad value)."""
-    rows = selectors.message_rows(conversation, start=start, stop=stop)
+    """A page's (or a window load's) context: the messages at `window`, with controls to
+    load the windows before (`earlier`) and after it (`later`) when there are any; `view`
+    may override the model and window of the pressure view (OptionError on a bad value)."""
+    window = range(max(0, window.start), min(window.stop, window.start + positions.DOCUMENT))
+    rows = selectors.preview_rows(conversation, window)
     detail = reverse("conversation", args=[str(conversation.id)])
     options: dict[str, object] = {"vision": int(vision), "shape": shape}
-    first = rows[0].seq if rows else start
+    windows = reverse("earlier-messages", args=[str(conversation.id)]) + query(**options)
+    first = rows[0].seq if rows else window.start
+    last = rows[-1].seq if rows else window.start - 1
+    total = conversation.message_count
     total_blocks = selectors.block_total(conversation)
     pressure = counts.pressure(
         conversation, ReplayOptions(vision, shape), query=view or {}, total_blocks=total_blocks
@@ -450,21 +623,23 @@ def conversation_page(
         "conversation": conversation,
         "vision": vision,
         "shape": shape,
-        "total_messages": conversation.message_count,
+        "total_messages": total,
         "total_blocks": total_blocks,
         "self_url": detail + query(**options),
         "socket_url": sockets.conversation_socket_url(
             conversation.id, vision=vision, shape=shape, view=view
         ),
         "download_url": reverse("replay-download", args=[str(conversation.id)]) + query(**options),
+        "windows_url": windows,
         "earlier_url": (
-            reverse("earlier-messages", args=[str(conversation.id)])
-            + query(before=first, **options)
-            if first > 0
-            else ""
+            windows + "&" + urlencode({"before": first}) if earlier and first > 0 else ""
+        ),
+        "later_url": (
+            windows + "&" + urlencode({"after": last}) if later and last + 1 < total else ""
         ),
         "first_seq": first,
         "imported": import_view(conversation),
+        "last_seq": last,
         "toggles": [
             toggle("Vision on", detail, options | {"vision": 1}, vision),
             toggle("Vision off", detail, options | {"vision": 0}, not vision),

@@ -6,8 +6,10 @@ LIST_PATH = "ws/conversations/"
 CONVERSATION_PATH = "ws/conversations/<uuid:conversation_id>/"
 
 
-def list_socket_url() -> str:
-    return "/" + LIST_PATH
+def list_socket_url(since: str | None = None) -> str:
+    """The list's socket; `since` (an ISO time taken before the page's rows were read) is
+    the page's position: rows that changed after it are sent when the socket opens."""
+    return "/" + LIST_PATH + ("?" + urlencode({"since": since}) if since else "")
 
 
 def conversation_socket_url(

@@ -17,6 +17,12 @@ urlpatterns = [
     path("c/<str:conversation_id>/diff", views.conversation_diff, name="conversation-diff"),
     path("c/<str:conversation_id>/replay.json", views.replay_download, name="replay-download"),
     path(
+        "c/<str:conversation_id>/m/<int:seq>/b/<int:block>/text",
+        views.block_text,
+        name="block-text",
+    ),
+    path("c/<str:conversation_id>/m/<int:seq>/wire", views.wire_text, name="wire-text"),
+    path(
         "c/<str:conversation_id>/m/<int:seq>/b/<int:block>/image",
         views.block_image,
         name="block-image",

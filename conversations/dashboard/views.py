@@ -14,12 +14,13 @@ from django.core.exceptions import RequestDataTooBig
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url
 from django_htmx.middleware import HtmxDetails
 
-from conversations.core import compact, importers, replay
+from conversations.core import compact, importers, positions, replay
 from conversations.core.compact import Policy
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.core.search import MAX_QUERY_CHARS, QueryError
@@ -34,7 +35,6 @@ class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
 
 
-WINDOW = 100
 PER_PAGE = 25
 PERMISSION = "conversations.view_conversation"
 
@@ -81,6 +81,7 @@ def view_query(request: HttpRequest) -> dict[str, str]:
 @operator_required
 def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
     q = request.GET.get("q", "").replace("\x00", "").strip()  # a NUL has no place in a page
+    since = timezone.now().isoformat()  # before the rows are read: the socket's position
     error = ""
     try:
         found = selectors.conversation_list(q=q)
@@ -96,7 +97,7 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
         # Only the first unfiltered page moves with live activity.
         "live": page.number == 1 and not q,
         "can_import": request.user.has_perm(ADD_PERMISSION),
-        "socket_url": sockets.list_socket_url(),
+        "socket_url": sockets.list_socket_url(since),
     }
     partial = request.htmx and not request.htmx.history_restore_request
     template = "conversations/list.html#results" if partial else "conversations/list.html"
@@ -111,12 +112,14 @@ def conversation_detail(
     request: HtmxHttpRequest, conversation_id: str, *, vision: bool, shape: replay.Shape
 ) -> HttpResponse:
     conversation = _conversation(conversation_id)
-    start = max(0, conversation.message_count - WINDOW)
     try:
         context = presenters.conversation_page(
-            conversation, start=start, stop=None, vision=vision, shape=shape,
+            conversation,
+            window=positions.tail(conversation.message_count),
+            vision=vision,
+            shape=shape,
             view=view_query(request),
-        )  # fmt: skip
+        )
     except OptionError as exc:
         return bad_request(request, exc.message)
     if request.htmx and not request.htmx.history_restore_request:
@@ -125,29 +128,98 @@ def conversation_detail(
     return render(request, "conversations/detail.html", context)
 
 
+def _seq(request: HttpRequest, name: str) -> int | None:
+    value = request.GET.get(name)
+    if value is None:
+        return None
+    if not value.isdigit() or len(value) > 9:
+        raise ValueError(name)
+    return int(value)
+
+
 @require_GET
 @operator_required
 @_options
 def earlier_messages(
     request: HttpRequest, conversation_id: str, *, vision: bool, shape: replay.Shape
 ) -> HttpResponse:
-    """Messages before `before`, back to `from` (a deep link's target) or one window."""
+    """One window of messages: `before=SEQ` (or back to `from`, at most a document), `after=SEQ`,
+    or `around=SEQ` (a deep link's target), with controls for the windows beside it."""
     conversation = _conversation(conversation_id)
+    total = conversation.message_count
     try:
-        before = int(request.GET["before"])
-        start = int(request.GET.get("from", before - WINDOW))
-    except (KeyError, ValueError):
-        return bad_request(request, "before (and from, if given) must be message numbers.")
-    before = max(0, min(before, conversation.message_count))
-    start = max(0, min(start, before))
+        before, start, after, around = (
+            _seq(request, name) for name in ("before", "from", "after", "around")
+        )
+    except ValueError:
+        return bad_request(
+            request,
+            "before, from, after and around must be message numbers (give one of before, "
+            "after and around).",
+        )
+    # A window loaded before (after) the page's replaces its "earlier" ("later") control.
+    earlier = later = True
+    if before is not None:
+        later = False
+        before = min(before, total)
+        window = positions.before(before)
+        if start is not None:
+            # Back to a deep link's target, at most a document's worth.
+            window = range(max(before - positions.DOCUMENT, 0, min(start, before)), before)
+    elif after is not None:
+        earlier = False
+        window = positions.after(after, total)
+    elif around is not None:
+        window = positions.around(around, total)
+    else:
+        return bad_request(request, "before, after or around is required.")
     try:
         context = presenters.conversation_page(
-            conversation, start=start, stop=before, vision=vision, shape=shape,
-            view=view_query(request),
+            conversation, window=window, vision=vision, shape=shape, earlier=earlier,
+            later=later, view=view_query(request),
         )  # fmt: skip
     except OptionError as exc:
         return bad_request(request, exc.message)
     return render(request, "conversations/detail.html#window", context)
+
+
+@require_GET
+@operator_required
+def block_text(request: HttpRequest, conversation_id: str, seq: int, block: int) -> HttpResponse:
+    """The whole text of one block, as plain text (what a page shows the start of)."""
+    message = selectors.message_full(_conversation(conversation_id), seq)
+    found = [b for b in message.blocks if b.seq == block] if message else []
+    if not found or found[0].type == "image":
+        raise Http404("No such text block.")
+    return _plain(presenters.block_full_text(found[0]))
+
+
+@require_GET
+@operator_required
+@_options
+def wire_text(
+    request: HttpRequest, conversation_id: str, seq: int, *, vision: bool, shape: replay.Shape
+) -> HttpResponse:
+    """One message's whole wire text for these toggles (or its text part `part`), as text."""
+    message = selectors.message_full(_conversation(conversation_id), seq)
+    if message is None:
+        raise Http404("No such message.")
+    (stored,) = selectors.stored_messages([message])
+    content = replay.project_message(stored, vision=vision, shape=shape)["content"]
+    part = request.GET.get("part")
+    if isinstance(content, str):
+        return _plain(content)
+    texts = {str(i): p["text"] for i, p in enumerate(content) if p["type"] == "text"}
+    if part not in texts:
+        return bad_request(request, "part must name a text part of this message.")
+    return _plain(texts[part])
+
+
+def _plain(text: str) -> HttpResponse:
+    response = HttpResponse(text, content_type="text/plain; charset=utf-8")
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response
 
 
 @require_GET

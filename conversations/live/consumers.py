@@ -13,6 +13,7 @@ import random
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import parse_qs
 
@@ -21,7 +22,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from conversations.core import replay, strictjson, windows
+from conversations.core import positions, replay, strictjson, windows
 from conversations.core.options import OptionError
 from conversations.live import access, fragments
 from conversations.record import events
@@ -217,11 +218,14 @@ class ConversationConsumer(Watcher):
     conversation_id: str
     vision: bool
     shape: replay.Shape
-    view: tuple[tuple[str, str], ...] = ()  # the pressure view's model/window overrides
     # What this client holds, as far as this consumer knows: message seq → block count,
     # for the messages from `first` on (a page may hold only the latest window).
     held: dict[int, int]
     first: int = 0
+    span: int = 0  # the client holds [first, first + span)
+    tail: bool = True  # it follows the end: later messages are pushed to it
+    reloading: bool = False  # told to reload its window; silent until it reports again
+    view: tuple[tuple[str, str], ...] = ()  # the pressure view's model/window overrides
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -234,13 +238,13 @@ class ConversationConsumer(Watcher):
         shape = self.query("shape", "openai")
         if vision not in {"1", "0", "true", "false"} or shape not in replay.SHAPES:
             return BAD_REQUEST
-        self.vision = vision in {"1", "true"}
-        self.shape = shape
         view = {k: self.query(k, "") for k in ("model", "window") if self.query(k, "")}
         try:
             windows.resolve(view, {}, [])
         except OptionError:
             return BAD_REQUEST
+        self.vision = vision in {"1", "true"}
+        self.shape = shape
         self.view = tuple(sorted(view.items()))
         return None
 
@@ -249,47 +253,81 @@ class ConversationConsumer(Watcher):
 
     async def opened(self) -> None:
         # Read after joining the group: whatever commits from now on is announced to this
-        # socket, and everything before is the client's page (or its resume report).
-        # After the accept, so that the handshake itself costs the two access queries.
-        self.held = await database_sync_to_async(fragments.held_counts)(self.conversation_id)
+        # socket, and everything before is the client's page (or its resume report). A page
+        # holds at most the last DOCUMENT messages, so that is all this reads.
+        self.first, self.held = await database_sync_to_async(fragments.tail_counts)(
+            self.conversation_id
+        )
+        self.span = len(self.held)
 
     def watched_groups(self) -> list[str]:
         return [events.conversation_group(self.conversation_id)]
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        """`{"type": "resume", "from": SEQ, "counts": [blocks of SEQ, of SEQ+1, …]}`:
-        the client's position; everything after it is sent from the database."""
+        """`{"type": "resume", "from": SEQ, "counts": [blocks of SEQ, of SEQ+1, …],
+        "tail": bool}`: the client's position (`tail` false: it holds a window away from the
+        end and wants no later messages); what it misses is sent from the database."""
         try:
             report: Any = strictjson.loads(text_data or "")  # its error is a ValueError
             start = int(report["from"])
             counts = [int(n) for n in report["counts"]]
+            tail = report.get("tail", True)
         except (ValueError, KeyError, TypeError, OverflowError):
             return
-        if report.get("type") != "resume" or start < 0:
+        if report.get("type") != "resume" or start < 0 or not isinstance(tail, bool):
             return
-        self.first = start
-        self.held = {start + i: n for i, n in enumerate(counts)}
-        await self.resync(start)
-
-    async def resync(self, start: int) -> None:
+        if len(counts) > positions.DOCUMENT:  # a page holds no more: keep its end
+            start, counts = start + len(counts) - positions.DOCUMENT, counts[-positions.DOCUMENT :]
         async with self.lock:
-            await self._resync(start)
+            self.first, self.tail, self.reloading = start, tail, False
+            self.held = {start + i: n for i, n in enumerate(counts)}
+            self.span = len(counts)
+            await self._resync()
 
-    async def _resync(self, start: int) -> None:
-        current = await database_sync_to_async(fragments.block_counts)(self.conversation_id, start)
+    async def resync(self) -> None:
+        async with self.lock:
+            await self._resync()
+
+    async def _resync(self) -> None:
+        if self.reloading:
+            return  # the client is fetching its window over HTTP and reports after
+        held_span = range(self.first, self.first + max(self.span, 1))
+        span = positions.report_span(self.first, self.span) if self.tail else held_span
+        current = await database_sync_to_async(fragments.block_counts_between)(
+            self.conversation_id, span
+        )
         if current is None:
             await self.shut(NOT_FOUND)  # deleted, and its event went missing in the layer
             return
-        stale = [seq for seq, n in sorted((current or {}).items()) if self.held.get(seq, -1) < n]
-        if stale:
-            await self.push(
-                await database_sync_to_async(fragments.messages_frame)(
-                    self.conversation_id, stale, self.vision, self.shape, self.view
-                )
+        plan = positions.resume(self.held, current)
+        if isinstance(plan, positions.Reload):
+            self.reloading = True
+            await self.send(
+                text_data=(
+                    await database_sync_to_async(fragments.reload_frame)(
+                        self.conversation_id, self.vision, self.shape
+                    )
+                ).html
             )
+            return
+        rendered = [await self.render(seq, current[seq]) for seq in plan.seqs]
+        for frame in fragments.pack(rendered):
+            await self.push(frame)
+
+    async def render(self, seq: int, blocks: int) -> fragments.Frame:
+        """One message's frame, through the render cache (resyncs and events alike)."""
+        key = (self.conversation_id, seq, blocks, self.vision, self.shape, self.view)
+        return await frames.get(
+            key,
+            database_sync_to_async(
+                lambda: fragments.messages_frame(
+                    self.conversation_id, [seq], self.vision, self.shape, self.view
+                )
+            ),
+        )
 
     async def refreshed(self) -> None:
-        await self.resync(self.first)
+        await self.resync()
 
     async def conversation_message_added(self, event: events.MessageAdded) -> None:
         await self.changed(event["message_seq"], event["block_count"])
@@ -300,21 +338,14 @@ class ConversationConsumer(Watcher):
     async def changed(self, seq: int, blocks: int) -> None:
         # One change at a time per socket: the refresh task and event handlers interleave.
         async with self.lock:
-            if seq < self.first or self.held.get(seq, -1) >= blocks:
-                return  # before the client's window, or already sent (by a resync)
+            if self.reloading or seq < self.first or self.held.get(seq, -1) >= blocks:
+                return  # reloading, before the client's window, or already sent
+            if not self.tail and seq >= self.first + self.span:
+                return  # past a window away from the end: "Load later" brings it
             if seq > self.first and seq - 1 not in self.held:
-                await self._resync(self.first)  # an earlier message went missing in the layer
+                await self._resync()  # an earlier message went missing in the layer
                 return
-            key = (self.conversation_id, seq, blocks, self.vision, self.shape, self.view)
-            frame = await frames.get(
-                key,
-                database_sync_to_async(
-                    lambda: fragments.messages_frame(
-                        self.conversation_id, [seq], self.vision, self.shape, self.view
-                    )
-                ),
-            )
-            await self.push(frame)
+            await self.push(await self.render(seq, blocks))
 
     async def push(self, frame: fragments.Frame) -> None:
         """Send a frame unless it holds nothing newer than the client has."""
@@ -323,6 +354,12 @@ class ConversationConsumer(Watcher):
         await self.send(text_data=frame.html)
         for seq, n in frame.counts.items():
             self.held[seq] = max(self.held.get(seq, 0), n)
+        if self.tail:
+            # What the page keeps while it follows the tail: the last DOCUMENT messages.
+            last = max(self.held)
+            self.first = positions.trimmed(self.first, last)
+            self.held = {seq: n for seq, n in self.held.items() if seq >= self.first}
+            self.span = last - self.first + 1
 
     async def conversation_created(self, event: events.ConversationCreated) -> None:
         pass
@@ -336,6 +373,19 @@ class ListConsumer(Watcher):
 
     def watched_groups(self) -> list[str]:
         return [events.LIST_GROUP]
+
+    async def opened(self) -> None:
+        # `since` is the page's position: what changed between its render and this socket
+        # (joined to the group already) is sent now, so no row is lost in between.
+        try:
+            since = datetime.fromisoformat(self.query("since", ""))
+        except ValueError:
+            return
+        if since.tzinfo is None:
+            return
+        html = await database_sync_to_async(fragments.rows_since)(since)
+        if html:
+            await self.send(text_data=html)
 
     async def conversation_created(self, event: events.ConversationCreated) -> None:
         await self.row(event["conversation_id"], "created")

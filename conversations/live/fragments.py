@@ -4,27 +4,31 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import NamedTuple
 
 from django.template.loader import render_to_string
+from django.urls import reverse
 
-from conversations.core import replay
+from conversations.core import positions, replay
 from conversations.core.options import ReplayOptions
 from conversations.dashboard import presenters
 from conversations.record import counts, selectors
 
 
-def block_counts(conversation_id: str, start: int) -> dict[int, int] | None:
-    """Message seq → block count from `start` on; None when there is no such conversation."""
+def tail_counts(conversation_id: str) -> tuple[int, dict[int, int]]:
+    """(first seq, seq → block count) of the last `positions.DOCUMENT` messages of a
+    conversation known to exist: one query."""
+    counts = selectors.last_block_counts(uuid.UUID(conversation_id), positions.DOCUMENT)
+    return min(counts, default=0), counts
+
+
+def block_counts_between(conversation_id: str, seqs: range) -> dict[int, int] | None:
+    """Message seq → block count within `seqs`; None when there is no such conversation."""
     conversation = selectors.conversation_get(conversation_id)
     if conversation is None:
         return None
-    return selectors.block_counts(conversation, start=start)
-
-
-def held_counts(conversation_id: str) -> dict[int, int]:
-    """Message seq → block count of a conversation known to exist: one query."""
-    return selectors.block_counts(uuid.UUID(conversation_id))
+    return selectors.block_counts_between(conversation, seqs)
 
 
 class Frame(NamedTuple):
@@ -40,22 +44,22 @@ def messages_frame(
     view: tuple[tuple[str, str], ...] = (),
 ) -> Frame:
     """The `message` partial for each seq, in order, and the conversation's new totals and
-    pressure (`view`: the page's model and window overrides). Counting is cached, so only
-    the messages that grew are recounted."""
+    pressure (`view`: the page's model and window overrides).
+
+    Blocks travel as the page shows them (long texts cut), so a one-message frame stays
+    under `positions.FRAME_BYTES` whatever is stored; counting is cached, so only the
+    messages that grew are recounted.
+    """
     conversation = selectors.conversation_get(conversation_id)
     if conversation is None or not seqs:
         return Frame("", {})
-    wanted = set(seqs)
-    rows = [
-        row
-        for row in selectors.message_rows(conversation, start=min(wanted), stop=max(wanted) + 1)
-        if row.seq in wanted
-    ]
+    wanted = sorted(set(seqs))
+    rows = selectors.preview_rows(conversation, wanted)
     total_blocks = selectors.block_total(conversation)
     pressure = counts.pressure(
         conversation, ReplayOptions(vision, shape), query=dict(view), total_blocks=total_blocks
     )
-    margin = presenters.margin_counts(pressure, wanted)
+    margin = presenters.margin_counts(pressure, set(wanted))
     views = presenters.message_views(conversation, rows, vision=vision, shape=shape, margin=margin)
     parts = [render_to_string("conversations/detail.html#message", {"m": m}) for m in views]
     parts.append(
@@ -71,6 +75,46 @@ def messages_frame(
         )
     )
     return Frame("".join(parts), {m.seq: m.block_count for m in views})
+
+
+def reload_frame(conversation_id: str, vision: bool, shape: replay.Shape) -> Frame:
+    """ "Reload your window": where the page fetches the conversation's tail over HTTP."""
+    url = reverse("earlier-messages", args=[conversation_id]) + presenters.query(
+        vision=int(vision), shape=shape, before=positions.LAST
+    )
+    return Frame(render_to_string("conversations/detail.html#reload", {"url": url}), {})
+
+
+def pack(frames: Sequence[Frame], limit: int = positions.FRAME_BYTES) -> list[Frame]:
+    """Consecutive frames joined into as few as fit in `limit` bytes each (in order)."""
+    packed: list[Frame] = []
+    html: list[str] = []
+    counts: dict[int, int] = {}
+    size = 0
+    for frame in frames:
+        n = len(frame.html.encode())
+        if html and size + n > limit:
+            packed.append(Frame("".join(html), counts))
+            html, counts, size = [], {}, 0
+        html.append(frame.html)
+        counts = counts | frame.counts
+        size += n
+    if html:
+        packed.append(Frame("".join(html), counts))
+    return packed
+
+
+LIST_ROWS = 25  # rows a list page shows: the most a list socket sends when it opens
+
+
+def rows_since(since: datetime) -> str:
+    """The list rows of the conversations active after `since`, oldest first (each row moves
+    to the top as it is applied), at most a page of them."""
+    changed = list(selectors.conversation_list().filter(updated_at__gt=since)[:LIST_ROWS])
+    return "".join(
+        render_to_string("conversations/list.html#row", {"row": row})
+        for row in reversed(presenters.conversation_rows(changed))
+    )
 
 
 def row_html(conversation_id: str) -> str:

@@ -119,7 +119,10 @@ def message_counts(conversation: Conversation, options: ReplayOptions) -> list[C
             found[seq] = hit
     if missing:
         wanted = set(missing)
-        for row in selectors.message_rows(conversation, start=min(wanted), stop=max(wanted) + 1):
+        rows = selectors.message_rows(
+            conversation, start=min(wanted), stop=max(wanted) + 1, image_data=False
+        )
+        for row in rows:
             if row.seq in wanted:
                 counted = _count_row(cid, row, options)
                 key = (cid, row.seq, len(row.blocks), options.vision, options.shape)

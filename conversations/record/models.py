@@ -38,6 +38,8 @@ class Conversation(models.Model):
     import_sha256 = models.CharField(
         max_length=64, null=True, blank=True, unique=True, editable=False
     )
+    # The number of blocks of all its messages: the page's totals without an O(N) sum.
+    block_count = models.PositiveIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True, db_index=True)
 

@@ -13,10 +13,10 @@ from datetime import datetime
 from typing import Any, NamedTuple, assert_never, cast
 
 import orjson
-from django.db.models import Count, F, Min, Q, QuerySet, Sum
+from django.db.models import Count, F, Func, IntegerField, Min, Q, QuerySet, Sum, TextField, Value
 from django.db.models.functions import Substr
 
-from conversations.core import follow, replay
+from conversations.core import follow, preview, replay
 from conversations.core.blocks import BlockKind, kind_of
 from conversations.core.search import INDEXED_CHARS, block_text, parse_query, snippet
 from conversations.record.models import Block, Conversation, Message, SearchEntry, TailCursor
@@ -145,9 +145,16 @@ def message_get(conversation: Conversation, seq: int) -> Message | None:
 
 
 def message_rows(
-    conversation: Conversation, *, start: int = 0, stop: int | None = None
+    conversation: Conversation,
+    *,
+    start: int = 0,
+    stop: int | None = None,
+    image_data: bool = True,
 ) -> list[MessageRow]:
-    """Messages with seq in [start, stop) (all by default) with their blocks: two queries."""
+    """Messages with seq in [start, stop) (all by default) with their blocks: two queries.
+
+    `image_data=False` leaves images' base64 unread (empty), for readers that need only
+    their size, such as token counts."""
     messages = Message.objects.filter(conversation=conversation, seq__gte=start)
     blocks = Block.objects.filter(message__conversation=conversation, message__seq__gte=start)
     if stop is not None:
@@ -159,10 +166,141 @@ def message_rows(
             "id", "seq", "role", "created_at", "metadata"
         )
     }
-    for values in blocks.order_by("message_id", "seq").values_list(*BLOCK_COLUMNS):
+    columns: tuple[str, ...] = BLOCK_COLUMNS
+    if not image_data:
+        blocks = blocks.annotate(no_data=Value("", output_field=TextField()))
+        columns = tuple("no_data" if c == "data" else c for c in BLOCK_COLUMNS)
+    for values in blocks.order_by("message_id", "seq").values_list(*columns):
         block = BlockRow._make(values)
         rows[block.message_id].blocks.append(block)
     return list(rows.values())
+
+
+class OctetLength(Func):
+    """A text's size in UTF-8 bytes. PostgreSQL reads it from the TOAST header without
+    decompressing; SQLite counts the bytes without decoding characters."""
+
+    function = "OCTET_LENGTH"
+    output_field = IntegerField()
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        return self.as_sql(
+            compiler, connection, template="LENGTH(CAST(%(expressions)s AS BLOB))", **extra
+        )
+
+
+class PreviewBlock(NamedTuple):
+    """A block as pages and frames load it: long texts cut in SQL, no image data."""
+
+    message_id: int
+    seq: int
+    type: str
+    text: str  # at most `PREVIEW_CHARS` characters of the text (or result content)
+    text_size: int  # of the whole text, in UTF-8 bytes
+    call_id: str
+    name: str
+    input_json: str  # at most `PREVIEW_CHARS` characters of the input
+    input_size: int  # in UTF-8 bytes
+    is_error: bool
+    media_type: str
+
+
+class PreviewRow(NamedTuple):
+    id: int
+    seq: int
+    role: str
+    created_at: datetime
+    metadata: dict[str, Any]
+    block_count: int
+    blocks: list[PreviewBlock]  # the first `MESSAGE_BLOCKS` of `block_count`
+
+
+# One character more than a preview shows, so that a cut text is known to be cut.
+PREVIEW_CHARS = preview.CHARS + 1
+MESSAGE_BLOCKS = 100  # blocks of one message a page or frame shows
+
+
+def preview_rows(conversation: Conversation, seqs: range | Iterable[int]) -> list[PreviewRow]:
+    """The messages at `seqs` (at most a window's worth) with previews of their blocks.
+
+    Two queries: the messages, then the blocks of exactly those message ids, so a message
+    appended meanwhile never shows up half. Block cost is bounded by
+    `MESSAGE_BLOCKS` × `PREVIEW_CHARS` per message, whatever is stored.
+    """
+    messages = Message.objects.filter(conversation=conversation)
+    if isinstance(seqs, range):
+        messages = messages.filter(seq__gte=seqs.start, seq__lt=seqs.stop)
+    else:
+        messages = messages.filter(seq__in=list(seqs))
+    rows: dict[int, PreviewRow] = {
+        values[0]: PreviewRow(*values, [])
+        for values in messages.order_by("seq").values_list(
+            "id", "seq", "role", "created_at", "metadata", "block_count"
+        )
+    }
+    blocks = (
+        Block.objects.filter(message_id__in=list(rows), seq__lt=MESSAGE_BLOCKS)
+        .annotate(
+            text_start=Substr("text", 1, PREVIEW_CHARS),
+            text_size=OctetLength("text"),
+            input_start=Substr("input_json", 1, PREVIEW_CHARS),
+            input_size=OctetLength("input_json"),
+        )
+        .order_by("message_id", "seq")
+        .values_list(
+            "message_id",
+            "seq",
+            "type",
+            "text_start",
+            "text_size",
+            "call_id",
+            "name",
+            "input_start",
+            "input_size",
+            "is_error",
+            "media_type",
+        )  # fmt: skip
+    )
+    for values in blocks:
+        block = PreviewBlock._make(values)
+        rows[block.message_id].blocks.append(block)
+    return list(rows.values())
+
+
+def preview_value(row: PreviewBlock) -> replay.Block:
+    """A preview row as a value: its texts are prefixes, and an image carries no data."""
+    kind = cast(BlockKind, row.type)
+    match kind:
+        case "text":
+            return replay.TextBlock(row.text)
+        case "tool_use":
+            return replay.ToolUseBlock(row.call_id, row.name, row.input_json)
+        case "tool_result":
+            return replay.ToolResultBlock(row.call_id, row.name, row.text, row.is_error)
+        case "reasoning":
+            return replay.ReasoningBlock(row.text)
+        case "image":
+            return replay.ImageBlock(row.media_type, "")
+        case _:
+            assert_never(kind)
+
+
+def message_full(conversation: Conversation, seq: int) -> MessageRow | None:
+    """One message with its blocks whole, for "load the rest" (on demand, one message)."""
+    found = message_rows(conversation, start=seq, stop=seq + 1)
+    return found[0] if found else None
+
+
+def last_block_counts(conversation: Conversation | uuid.UUID, count: int) -> dict[int, int]:
+    """Message seq → block count of the last `count` messages: one bounded query."""
+    rows = Message.objects.filter(conversation=conversation).order_by("-seq")[:count]
+    return dict(rows.values_list("seq", "block_count"))
+
+
+def block_counts_between(conversation: Conversation, seqs: range) -> dict[int, int]:
+    """Message seq → block count for the seqs in `seqs`: a bounded position read."""
+    rows = Message.objects.filter(conversation=conversation, seq__gte=seqs.start, seq__lt=seqs.stop)
+    return dict(rows.values_list("seq", "block_count"))
 
 
 def stored_messages(rows: Iterable[MessageRow]) -> list[replay.StoredMessage]:
@@ -267,8 +405,8 @@ def replay_json(conversation: Conversation, *, vision: bool, shape: replay.Shape
 
 
 def block_total(conversation: Conversation) -> int:
-    total = Message.objects.filter(conversation=conversation).aggregate(n=Sum("block_count"))
-    return int(total["n"] or 0)
+    """The conversation's block count, as its row says (kept by the services): O(1)."""
+    return conversation.block_count
 
 
 def deletion_totals(conversation_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[int, int]]:

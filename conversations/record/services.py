@@ -201,8 +201,13 @@ def _append(
                 for entry in _search_entries(message, message_rows)
             ]
         )
-        _touch(locked, message_count=F("message_count") + len(stored))
+        _touch(
+            locked,
+            message_count=F("message_count") + len(stored),
+            block_count=F("block_count") + sum(len(blocks) for _, blocks, _ in messages),
+        )
         conversation.message_count = first + len(stored)
+        conversation.block_count = locked.block_count + sum(len(b) for _, b, _ in messages)
         last = stored[-1]
         events.publish_on_commit(
             {
@@ -239,7 +244,7 @@ def block_append(*, message: Message, block: BlockIn) -> Block:
         row.save(force_insert=True)
         SearchEntry.objects.bulk_create(_search_entries(current, [row]))
         Message.objects.filter(pk=current.pk).update(block_count=F("block_count") + 1)
-        _touch(locked)
+        _touch(locked, block_count=F("block_count") + 1)
         message.block_count = current.block_count + 1
         events.publish_on_commit(
             {

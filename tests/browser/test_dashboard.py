@@ -158,7 +158,9 @@ def test_deep_link_outside_the_first_window_loads_and_scrolls_to_the_message(
     target = page.locator("#m-20")
     expect(target).to_be_in_viewport()
     expect(target).to_have_class(re.compile(r"\bcurrent\b"))
-    expect(page.locator("#m-199")).to_have_count(1)  # the messages between were loaded too
+    # SPEC §4 Bounds: the window around the target, not everything up to the tail.
+    expect(page.locator("#m-199")).to_have_count(0)
+    expect(page.locator("#later button")).to_have_text("Load later messages (after #99)")
 
     page.locator("#m-25 .permalink").click()
     expect(page.locator("#m-25 .permalink")).to_have_text("#25 · link copied")
@@ -381,3 +383,65 @@ def test_typing_a_search_filters_the_list_and_a_refused_one_says_why(operator_pa
     )
     expect(rows).to_have_count(0)
     assert search.get_attribute("maxlength") == "200"
+
+
+def test_deep_link_loads_a_bounded_window_around_its_target_with_earlier_and_later(
+    operator_page,
+):
+    page = operator_page
+    long = long_conversation(700)
+    page.goto(f"{detail(long)}#m-350")
+    target = page.locator("#m-350")
+    expect(target).to_be_in_viewport()
+    messages = page.locator("#messages > article.message")
+    expect(messages).to_have_count(100)
+    expect(messages.first).to_have_id("m-300")
+    expect(page.locator("#m-699")).to_have_count(0)
+    later = page.locator("#later button")
+    for last in (499, 599, 699):
+        later.click()
+        expect(messages.last).to_have_id(f"m-{last}")
+        assert messages.count() <= 300
+    expect(messages.last).to_have_id("m-699")
+    expect(messages.first).to_have_id("m-400")
+    expect(later).to_have_count(0)
+    earlier = page.locator("#earlier button")
+    expect(earlier).to_have_text("Load earlier messages (before #400)")
+    earlier.click()
+    expect(messages.first).to_have_id("m-300")
+    assert messages.count() <= 300
+    expect(later).to_have_text("Load later messages (after #599)")
+
+
+def test_back_and_forward_after_a_toggle_restore_the_deep_linked_message(operator_page):
+    page = operator_page
+    long = long_conversation(300)
+    page.goto(f"{detail(long)}?vision=1&shape=openai#m-30")
+    expect(page.locator("#m-30")).to_be_in_viewport()
+    page.get_by_role("link", name="Vision off").click()
+    expect(page).to_have_url(re.compile(r"\?vision=0&shape=openai#m-30$"))
+    expect(page.locator("#m-30")).to_be_in_viewport()
+    page.go_back()
+    expect(page).to_have_url(re.compile(r"\?vision=1&shape=openai#m-30$"))
+    expect(page.get_by_role("link", name="Vision on")).to_have_attribute("aria-current", "true")
+    expect(page.locator("#m-30")).to_be_in_viewport()
+    page.go_forward()
+    expect(page).to_have_url(re.compile(r"\?vision=0&shape=openai#m-30$"))
+    expect(page.get_by_role("link", name="Vision off")).to_have_attribute("aria-current", "true")
+    expect(page.locator("#m-30")).to_be_in_viewport()
+
+
+def test_a_long_block_shows_its_start_and_loads_the_rest_on_demand(operator_page):
+    page = operator_page
+    big = "".join(f"row {i}\n" for i in range(300_000))
+    c = conversation("huge", [("user", [{"type": "text", "text": big}])])
+    page.goto(detail(c))
+    note = page.locator("#m-0 .record .truncated")
+    expect(note).to_contain_text("3.2 MB")
+    pre = page.locator("#m-0 .record pre")
+    assert len(pre.text_content()) < 70_000
+    note.get_by_role("button", name="Load the rest").click()
+    expect(note).to_have_count(0, timeout=20_000)
+    page.wait_for_function(
+        "(n) => document.querySelector('#m-0 .record pre').textContent.length === n", arg=len(big)
+    )

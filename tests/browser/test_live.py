@@ -449,7 +449,7 @@ def test_list_catches_up_after_its_socket_was_closed(operator_page, agent):
         ws.on_close(lambda code, reason: server.close())
         routes.append(ws)
 
-    page.route_web_socket(re.compile(r"/ws/conversations/$"), proxy)
+    page.route_web_socket(re.compile(r"/ws/conversations/(\?since=[^/]*)?$"), proxy)
     old = conversation("old", [("user", [text("one")])])
     open_list(page)
     routes[-1].close(code=1000, reason="test")
@@ -461,3 +461,90 @@ def test_list_catches_up_after_its_socket_was_closed(operator_page, agent):
     expect(rows.first.locator("td.num")).to_have_text("2")
     expect(page.locator(f"#c-{missed['id']}")).to_have_count(1)
     expect(rows).to_have_count(2)
+
+
+# --- 10. bounds and following (SPEC §4, issue 8 §3) -------------------------------------
+
+
+def lines(label: str, count: int = 30) -> dict[str, Any]:
+    return text("\n".join(f"{label} line {i}" for i in range(count)))
+
+
+def test_a_page_opens_at_its_tail_and_follows_a_growing_last_message(operator_page, agent):
+    page = operator_page
+    c = conversation(
+        "growing", [("user" if n % 2 == 0 else "assistant", [lines(f"m{n}")]) for n in range(40)]
+    )
+    open_live(page, detail(c))
+    # Opens at the tail: the latest message in view, the page scrolled to its end.
+    expect(page.locator("#m-39")).to_be_in_viewport()
+    page.wait_for_function(
+        "() => window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 2"
+    )
+    pill = page.locator("#new-messages")
+    for n in range(3):
+        post_block(agent, c, 39, lines(f"appended {n}"))
+        expect(record_blocks(page, 39)).to_have_count(2 + n)
+        page.wait_for_function(
+            "() => window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 2"
+        )
+    expect(record_blocks(page, 39).last).to_be_in_viewport()
+    expect(pill).to_be_hidden()
+    # The operator never scrolled: the next message is followed too, with no pill.
+    post_message(agent, c, "user", [text("next")])
+    expect(page.locator("#m-40")).to_be_in_viewport()
+    assert near_bottom(page)
+    expect(pill).to_be_hidden()
+
+
+def test_scrolled_up_pill_counts_new_blocks_and_new_messages(operator_page, agent):
+    page = operator_page
+    c = conversation(
+        "pill", [("user" if n % 2 == 0 else "assistant", [lines(f"m{n}", 5)]) for n in range(40)]
+    )
+    open_live(page, detail(c))
+    page.evaluate("window.scrollTo(0, 0)")
+    page.wait_for_function("() => window.scrollY === 0")
+    pill = page.locator("#new-messages")
+    post_block(agent, c, 39, text("one more"))
+    expect(pill).to_have_text("1 new block")
+    post_block(agent, c, 39, text("and another"))
+    expect(pill).to_have_text("2 new blocks")
+    post_message(agent, c, "user", [text("a message")])
+    expect(pill).to_have_text("1 new message · 2 new blocks")
+    assert page.evaluate("window.scrollY") == 0
+    pill.click()
+    expect(page.locator("#m-40")).to_be_in_viewport()
+    expect(pill).to_be_hidden()
+
+
+def test_following_the_tail_trims_the_far_end_beyond_300_messages(operator_page, agent):
+    page = operator_page
+    c = conversation("busy", [("user", [text(f"message {n}")]) for n in range(295)])
+    open_live(page, detail(c))
+    messages = page.locator("#messages > article.message")
+    expect(messages).to_have_count(100)
+    page.locator("#earlier button").click()
+    expect(messages).to_have_count(200)
+    page.locator("#earlier button").click()
+    expect(messages).to_have_count(295)
+    expect(page.locator("#earlier")).to_have_count(0)
+    page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
+    for n in range(295, 305):
+        post_message(agent, c, "user", [text(f"message {n}")])
+    expect(page.locator("#m-304")).to_be_in_viewport()
+    expect(messages).to_have_count(300)
+    expect(messages.first).to_have_id("m-5")
+    expect(page.locator("#earlier button")).to_have_text("Load earlier messages (before #5)")
+    # What was trimmed is not live any more; the held end still is.
+    post_block(agent, c, 2, text("far away"))
+    post_block(agent, c, 304, text("close by"))
+    expect(record_blocks(page, 304)).to_have_count(2)
+    expect(page.locator("#m-2")).to_have_count(0)
+    # "Load earlier" brings the trimmed messages back, with their new block.
+    page.locator("#earlier button").click()
+    expect(record_blocks(page, 2)).to_have_count(2)
+    expect(messages).to_have_count(300)
+    expect(messages.first).to_have_id("m-0")
+    expect(messages.last).to_have_id("m-299")
+    expect(page.locator("#later button")).to_have_text("Load later messages (after #299)")
