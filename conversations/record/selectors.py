@@ -72,21 +72,33 @@ def message_get(conversation: Conversation, seq: int) -> Message | None:
 def message_rows(
     conversation: Conversation, *, start: int = 0, stop: int | None = None
 ) -> list[MessageRow]:
-    """Messages with seq in [start, stop) (all by default) with their blocks: two queries."""
+    """Messages with seq in [start, stop) (all by default) with their blocks: two queries,
+    one snapshot.
+
+    Whatever commits between the two queries is left out: a message past the last one read,
+    and a block past its message's count as read (blocks are only ever appended, with the
+    count in the same transaction), so each message carries exactly `block_count` blocks.
+    """
     messages = Message.objects.filter(conversation=conversation, seq__gte=start)
-    blocks = Block.objects.filter(message__conversation=conversation, message__seq__gte=start)
     if stop is not None:
         messages = messages.filter(seq__lt=stop)
-        blocks = blocks.filter(message__seq__lt=stop)
-    rows: dict[int, MessageRow] = {
-        pk: MessageRow(pk, seq, role, created_at, metadata, [])
-        for pk, seq, role, created_at, metadata in messages.order_by("seq").values_list(
-            "id", "seq", "role", "created_at", "metadata"
-        )
-    }
+    rows: dict[int, MessageRow] = {}
+    counts: dict[int, int] = {}
+    for pk, seq, role, created_at, metadata, block_count in messages.order_by("seq").values_list(
+        "id", "seq", "role", "created_at", "metadata", "block_count"
+    ):
+        rows[pk] = MessageRow(pk, seq, role, created_at, metadata, [])
+        counts[pk] = block_count
+    if not rows:
+        return []
+    last = next(reversed(rows.values())).seq
+    blocks = Block.objects.filter(
+        message__conversation=conversation, message__seq__gte=start, message__seq__lte=last
+    )
     for values in blocks.order_by("message_id", "seq").values_list(*BLOCK_COLUMNS):
         block = BlockRow._make(values)
-        rows[block.message_id].blocks.append(block)
+        if block.seq < counts.get(block.message_id, 0):
+            rows[block.message_id].blocks.append(block)
     return list(rows.values())
 
 
@@ -173,9 +185,11 @@ def message_data(row: MessageRow | Message, blocks: Iterable[BlockRow | Block]) 
 
 
 def record_data(conversation: Conversation, *, url: str) -> dict[str, Any]:
-    """The whole record, unpaginated and deterministic."""
+    """The whole record, unpaginated and deterministic; its messages are those its
+    `message_count` counts, however many were appended since `conversation` was read."""
     data = conversation_data(conversation, url=url)
-    data["messages"] = [message_data(row, row.blocks) for row in message_rows(conversation)]
+    rows = message_rows(conversation, stop=conversation.message_count)
+    data["messages"] = [message_data(row, row.blocks) for row in rows]
     return data
 
 
