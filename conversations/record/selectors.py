@@ -225,7 +225,7 @@ def deletion_totals(conversation_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[
 def block_counts(conversation: Conversation | uuid.UUID, *, start: int = 0) -> dict[int, int]:
     """Message seq → block count, from `start` on: a client's position, server side
     (for a conversation or its id; an unknown id has none)."""
-    rows = Message.objects.filter(conversation=conversation, seq__gte=start)
+    rows = Message.objects.filter(conversation=conversation, seq__gte=start).order_by("seq")
     return dict(rows.values_list("seq", "block_count"))
 
 
