@@ -47,6 +47,7 @@ bench: install
 	$(BIN)/python -m tests.bench_live || status=1; \
 	$(BIN)/python -m tests.bench_handshake || status=1; \
 	$(BIN)/python -m tests.bench_import || status=1; \
+	$(BIN)/python -m tests.bench_ingest || status=1; \
 	exit $$status
 
 clean:
