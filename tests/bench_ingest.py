@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import statistics
 import sys
-import threading
 import time
 from typing import Any
 
@@ -71,68 +70,39 @@ def batch(size: int) -> dict[str, Any]:
 
 
 class Watchers:
-    """WATCHERS websocket clients on one conversation, in a thread with its own loop;
-    `seen` is the highest message seq each has been sent."""
+    """WATCHERS websocket clients on one conversation, in a process of their own (so that
+    their reading takes nothing from the poster's interpreter); `seen` holds the highest
+    message seq each has been sent."""
 
     def __init__(self, server: benchkit.Daphne, session: str, conversation_id: str) -> None:
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
         self.url = f"{server.ws_url}/ws/conversations/{conversation_id}/?vision=1&shape=openai"
         self.headers = {"Cookie": f"sessionid={session}", "Origin": server.url}
-        self.seen = [-1] * WATCHERS
-        self.ready = threading.Event()
-        self.stop: asyncio.Event | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.errors: list[str] = []
-        self.thread = threading.Thread(target=lambda: asyncio.run(self.run()), daemon=True)
+        self.seen = context.Array("i", [-1] * WATCHERS, lock=False)
+        self.ready = context.Event()
+        self.stop = context.Event()
+        self.failed = context.Value("i", 0, lock=False)
+        self.process = context.Process(
+            target=watch_all,
+            args=(self.url, self.headers, self.seen, self.ready, self.stop, self.failed),
+            daemon=True,
+        )
 
     def __enter__(self) -> Watchers:
-        self.thread.start()
+        self.process.start()
         if not self.ready.wait(120):
             raise RuntimeError("the watchers did not connect")
-        if self.errors:
-            raise RuntimeError(f"{len(self.errors)} watcher(s) failed: {self.errors[0]}")
+        if self.failed.value:
+            raise RuntimeError(f"{self.failed.value} watcher(s) failed to connect")
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.loop is not None and self.stop is not None:
-            self.loop.call_soon_threadsafe(self.stop.set)
-        self.thread.join(30)
-
-    async def run(self) -> None:
-        import re
-
-        from websockets.asyncio.client import connect
-
-        article = re.compile(r'<article id="m-(\d+)"')
-        self.loop = asyncio.get_running_loop()
-        self.stop = asyncio.Event()
-        gate = asyncio.Semaphore(10)  # daphne drops handshakes that wait over 5 s
-        connected = 0
-
-        async def watch(index: int) -> None:
-            nonlocal connected
-            try:
-                async with gate:
-                    ws = await connect(
-                        self.url, additional_headers=self.headers, open_timeout=30,
-                        ping_interval=None, max_size=None,
-                    )  # fmt: skip
-            except Exception as exc:
-                self.errors.append(f"{type(exc).__name__}: {exc}")
-                self.ready.set()
-                return
-            connected += 1
-            if connected == WATCHERS:
-                self.ready.set()
-            async with ws:
-                async for frame in ws:
-                    for seq in article.findall(str(frame)):
-                        self.seen[index] = max(self.seen[index], int(seq))
-
-        tasks = [asyncio.create_task(watch(i)) for i in range(WATCHERS)]
-        await self.stop.wait()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        self.stop.set()
+        self.process.join(30)
+        if self.process.is_alive():
+            self.process.kill()
 
     def wait_for(self, seq: int, timeout: float = 30) -> bool:
         deadline = time.perf_counter() + timeout
@@ -141,6 +111,49 @@ class Watchers:
                 return True
             time.sleep(0.02)
         return False
+
+
+def watch_all(
+    url: str, headers: dict[str, str], seen: Any, ready: Any, stop: Any, failed: Any
+) -> None:
+    """The watchers' process: connect them all, then note each frame's articles."""
+    import re
+
+    from websockets.asyncio.client import connect
+
+    article = re.compile(r'<article id="m-(\d+)"')
+
+    async def run() -> None:
+        gate = asyncio.Semaphore(10)  # daphne drops handshakes that wait over 5 s
+        connected = 0
+
+        async def watch(index: int) -> None:
+            nonlocal connected
+            try:
+                async with gate:
+                    ws = await connect(
+                        url, additional_headers=headers, open_timeout=30,
+                        ping_interval=None, max_size=None,
+                    )  # fmt: skip
+            except Exception:
+                failed.value += 1
+                ready.set()
+                return
+            connected += 1
+            if connected == WATCHERS:
+                ready.set()
+            async with ws:
+                async for frame in ws:
+                    for seq in article.findall(str(frame)):
+                        seen[index] = max(seen[index], int(seq))
+
+        tasks = [asyncio.create_task(watch(i)) for i in range(WATCHERS)]
+        await asyncio.to_thread(stop.wait)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    asyncio.run(run())
 
 
 def bench_post(results: Results, client: Any, empty: str, target: str) -> None:

@@ -298,12 +298,11 @@ class ConversationConsumer(Watcher):
                 await self._resync(self.first)  # an earlier message went missing in the layer
                 return
             key = (self.conversation_id, seq, blocks, self.vision, self.shape)
+            # The renderer is built only on a miss: the other sockets of this event hit.
             frame = await frames.get(
                 key,
-                database_sync_to_async(
-                    lambda: fragments.messages_frame(
-                        self.conversation_id, [seq], self.vision, self.shape
-                    )
+                lambda: database_sync_to_async(fragments.messages_frame)(
+                    self.conversation_id, [seq], self.vision, self.shape
                 ),
             )
             await self.push(frame)
