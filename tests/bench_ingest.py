@@ -238,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     with benchkit.scratch("replay-bench-ingest-") as tmp:
         env = benchkit.base_env(tmp, f"sqlite:///{tmp / 'bench.sqlite3'}")
+        # Every watcher is the same operator here, as one user's many tabs would not be.
+        env["REPLAY_MAX_SOCKETS_PER_USER"] = str(WATCHERS)
         benchkit.manage(env, "migrate", "--noinput", "-v", "0")
         benchkit.setup_django(env)
         from django.db import connection
