@@ -156,3 +156,15 @@ def services_block(fields: dict[str, Any]) -> Any:
     from conversations.record.schemas import BLOCK_ADAPTER
 
     return BLOCK_ADAPTER.validate_python(fields)
+
+
+def test_rows_over_the_parameter_limit_go_in_several_statements_and_keep_their_ids(
+    conversation, monkeypatch
+):
+    monkeypatch.setattr(connection.features, "max_query_params", 40)  # 2 or 3 rows a statement
+    batch = [message("user", text(f"{i}.a"), text(f"{i}.b"), n=i) for i in range(7)]
+    stored = services.messages_append(conversation=conversation, messages=batch)
+    for i, (row, blocks) in enumerate(stored):
+        assert Message.objects.get(pk=row.pk).metadata == {"n": i}
+        assert [Block.objects.get(pk=b.pk).text for b in blocks] == [f"{i}.a", f"{i}.b"]
+        assert {b.message_id for b in blocks} == {row.pk}

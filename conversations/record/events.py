@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import uuid
+import weakref
 from collections.abc import Iterable
 from functools import partial
 from typing import Literal, TypeAlias, TypedDict
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
@@ -80,24 +82,80 @@ def publish_on_commit(event: Event) -> None:
 def publish(event: Event) -> None:
     """Send the event to the list group and the conversation's group.
 
-    The channel layer is a hint, not the record: a refused or hanging layer is logged
-    after REPLAY_BROADCAST_TIMEOUT seconds and ingest goes on; watchers resync later.
+    In a server (a sync view under the ASGI event loop) the send is handed to that loop's
+    outbox and the request goes on at once: fan-out is never on the request's path. Elsewhere
+    (commands, shells) it is sent before returning. The channel layer is a hint, not the
+    record: a refused or hanging layer is logged after REPLAY_BROADCAST_TIMEOUT seconds and
+    ingest goes on; watchers resync later.
     """
-    groups = [LIST_GROUP, conversation_group(event["conversation_id"])]
+    # The conversation's watchers first: their frames are the ones waited for.
+    groups = [conversation_group(event["conversation_id"]), LIST_GROUP]
+    message = dict(event)
+    loop = _server_loop()
+    if loop is not None:
+        loop.call_soon_threadsafe(_post, loop, groups, message)
+        return
     try:
-        async_to_sync(_send)(groups, dict(event))
-    except TimeoutError:
+        async_to_sync(_send)(groups, message)
+    except Exception as exc:
+        _log_failure(message, exc)
+
+
+# Events waiting for their loop's sender, in order; past this many the oldest wait and
+# newer ones are dropped (logged): watchers resync from the database at the next event.
+OUTBOX_LIMIT = 10_000
+_outboxes: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, tuple[asyncio.Queue[tuple[list[str], dict[str, object]]], object]
+] = weakref.WeakKeyDictionary()
+
+
+def _server_loop() -> asyncio.AbstractEventLoop | None:
+    """The running event loop that called this sync thread (asgiref's), if any."""
+    if getattr(SyncToAsync.threadlocal, "main_event_loop_pid", None) != os.getpid():
+        return None
+    loop: asyncio.AbstractEventLoop | None = getattr(
+        SyncToAsync.threadlocal, "main_event_loop", None
+    )
+    if loop is None or not loop.is_running() or loop.is_closed():
+        return None
+    return loop
+
+
+def _post(loop: asyncio.AbstractEventLoop, groups: list[str], message: dict[str, object]) -> None:
+    """On the loop: queue the event for the loop's one sender, which keeps their order."""
+    found = _outboxes.get(loop)
+    if found is None:
+        queue: asyncio.Queue[tuple[list[str], dict[str, object]]] = asyncio.Queue(OUTBOX_LIMIT)
+        found = (queue, loop.create_task(_drain(queue)))  # the task is kept alive here
+        _outboxes[loop] = found
+    try:
+        found[0].put_nowait((groups, message))
+    except asyncio.QueueFull:
+        log.warning("could not publish %s: %d events wait already", message["type"], OUTBOX_LIMIT)
+
+
+async def _drain(queue: asyncio.Queue[tuple[list[str], dict[str, object]]]) -> None:
+    while True:
+        groups, message = await queue.get()
+        try:
+            await _send(groups, message)
+        except Exception as exc:
+            _log_failure(message, exc)
+
+
+def _log_failure(message: dict[str, object], exc: Exception) -> None:
+    if isinstance(exc, TimeoutError):
         log.warning(
             "could not publish %s for %s: the channel layer did not answer in %d ms",
-            event["type"],
-            event["conversation_id"],
+            message["type"],
+            message["conversation_id"],
             settings.REPLAY_BROADCAST_TIMEOUT * 1000,
         )
-    except Exception as exc:  # the layer's failures are many and all mean the same
+    else:  # the layer's failures are many and all mean the same
         log.warning(
             "could not publish %s for %s: %s: %s",
-            event["type"],
-            event["conversation_id"],
+            message["type"],
+            message["conversation_id"],
             type(exc).__name__,
             exc,
         )

@@ -151,28 +151,39 @@ def message_rows(
     stop: int | None = None,
     image_data: bool = True,
 ) -> list[MessageRow]:
-    """Messages with seq in [start, stop) (all by default) with their blocks: two queries.
+    """Messages with seq in [start, stop) (all by default) with their blocks: two queries,
+    one snapshot.
 
+    Whatever commits between the two queries is left out: a message past the last one read,
+    and a block past its message's count as read (blocks are only ever appended, with the
+    count in the same transaction), so each message carries exactly `block_count` blocks.
     `image_data=False` leaves images' base64 unread (empty), for readers that need only
-    their size, such as token counts."""
+    their size, such as token counts.
+    """
     messages = Message.objects.filter(conversation=conversation, seq__gte=start)
-    blocks = Block.objects.filter(message__conversation=conversation, message__seq__gte=start)
     if stop is not None:
         messages = messages.filter(seq__lt=stop)
-        blocks = blocks.filter(message__seq__lt=stop)
-    rows: dict[int, MessageRow] = {
-        pk: MessageRow(pk, seq, role, created_at, metadata, [])
-        for pk, seq, role, created_at, metadata in messages.order_by("seq").values_list(
-            "id", "seq", "role", "created_at", "metadata"
-        )
-    }
+    rows: dict[int, MessageRow] = {}
+    counts: dict[int, int] = {}
+    for pk, seq, role, created_at, metadata, block_count in messages.order_by("seq").values_list(
+        "id", "seq", "role", "created_at", "metadata", "block_count"
+    ):
+        rows[pk] = MessageRow(pk, seq, role, created_at, metadata, [])
+        counts[pk] = block_count
+    if not rows:
+        return []
+    last = next(reversed(rows.values())).seq
+    blocks = Block.objects.filter(
+        message__conversation=conversation, message__seq__gte=start, message__seq__lte=last
+    )
     columns: tuple[str, ...] = BLOCK_COLUMNS
     if not image_data:
         blocks = blocks.annotate(no_data=Value("", output_field=TextField()))
         columns = tuple("no_data" if c == "data" else c for c in BLOCK_COLUMNS)
     for values in blocks.order_by("message_id", "seq").values_list(*columns):
         block = BlockRow._make(values)
-        rows[block.message_id].blocks.append(block)
+        if block.seq < counts.get(block.message_id, 0):
+            rows[block.message_id].blocks.append(block)
     return list(rows.values())
 
 
@@ -386,9 +397,11 @@ def message_data(row: MessageRow | Message, blocks: Iterable[BlockRow | Block]) 
 
 
 def record_data(conversation: Conversation, *, url: str) -> dict[str, Any]:
-    """The whole record, unpaginated and deterministic."""
+    """The whole record, unpaginated and deterministic; its messages are those its
+    `message_count` counts, however many were appended since `conversation` was read."""
     data = conversation_data(conversation, url=url)
-    data["messages"] = [message_data(row, row.blocks) for row in message_rows(conversation)]
+    rows = message_rows(conversation, stop=conversation.message_count)
+    data["messages"] = [message_data(row, row.blocks) for row in rows]
     return data
 
 
@@ -424,7 +437,7 @@ def deletion_totals(conversation_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[
 def block_counts(conversation: Conversation | uuid.UUID, *, start: int = 0) -> dict[int, int]:
     """Message seq → block count, from `start` on: a client's position, server side
     (for a conversation or its id; an unknown id has none)."""
-    rows = Message.objects.filter(conversation=conversation, seq__gte=start)
+    rows = Message.objects.filter(conversation=conversation, seq__gte=start).order_by("seq")
     return dict(rows.values_list("seq", "block_count"))
 
 

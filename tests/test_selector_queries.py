@@ -1,0 +1,58 @@
+"""The hot reads touch messages and blocks only (issue 8): no join to conversations, which
+an inherited `Meta.ordering` would add to every unordered query to sort by `updated_at`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from conversations.record import selectors, services
+from conversations.record.models import Conversation
+from tests.builders import png, text
+from tests.test_services_batch import message
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def conversation() -> Conversation:
+    conversation = services.conversation_create(title="Hot")
+    services.messages_append(
+        conversation=conversation,
+        messages=[message("user", text("a"), png()), message("assistant", text("b"))],
+    )
+    return Conversation.objects.get(pk=conversation.pk)
+
+
+HOT: dict[str, Callable[[Conversation], Any]] = {
+    "block_counts": lambda c: selectors.block_counts(c),
+    "block_counts from a seq": lambda c: selectors.block_counts(c, start=1),
+    "block_total": selectors.block_total,
+    "message_rows": lambda c: selectors.message_rows(c),
+    "message_rows window": lambda c: selectors.message_rows(c, start=1, stop=2),
+    "message_get": lambda c: selectors.message_get(c, 1),
+    "image_block": lambda c: selectors.image_block(c, 0, 1),
+    "replay_json": lambda c: selectors.replay_json(c, vision=True, shape="openai"),
+    "record_data": lambda c: selectors.record_data(c, url="/"),
+}
+
+
+@pytest.mark.parametrize("name", HOT)
+def test_a_hot_read_never_joins_conversations(conversation, name):
+    with CaptureQueriesContext(connection) as captured:
+        HOT[name](conversation)
+    assert captured.captured_queries
+    for query in captured.captured_queries:
+        sql = query["sql"]
+        assert '"conversations_conversation"' not in sql, sql
+        assert "updated_at" not in sql, sql
+
+
+def test_block_counts_are_in_seq_order(conversation):
+    services.messages_append(conversation=conversation, messages=[message() for _ in range(30)])
+    assert list(selectors.block_counts(conversation)) == list(range(32))
+    assert list(selectors.block_counts(conversation, start=20)) == list(range(20, 32))
