@@ -254,7 +254,13 @@ def test_the_deepest_accepted_value_is_served_by_every_read_path(
         path = conversation_socket_url(cid, vision=True, shape="openai")
         cookie = f"sessionid={page_client.cookies['sessionid'].value}".encode()
         ws = WebsocketCommunicator(
-            application, path, headers=[(b"origin", b"http://localhost"), (b"cookie", cookie)]
+            application,
+            path,
+            headers=[
+                (b"host", b"localhost"),
+                (b"origin", b"http://localhost"),
+                (b"cookie", cookie),
+            ],
         )
         connected, code = await ws.connect(timeout=5)
         assert connected, code
@@ -310,7 +316,13 @@ def test_a_socket_survives_a_resume_report_nested_too_deep(
         path = conversation_socket_url(cid, vision=True, shape="openai")
         cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
         ws = WebsocketCommunicator(
-            application, path, headers=[(b"origin", b"http://localhost"), (b"cookie", cookie)]
+            application,
+            path,
+            headers=[
+                (b"host", b"localhost"),
+                (b"origin", b"http://localhost"),
+                (b"cookie", cookie),
+            ],
         )
         connected, code = await ws.connect(timeout=5)
         assert connected, code

@@ -31,7 +31,6 @@ def conversation() -> Conversation:
 HOT: dict[str, Callable[[Conversation], Any]] = {
     "block_counts": lambda c: selectors.block_counts(c),
     "block_counts from a seq": lambda c: selectors.block_counts(c, start=1),
-    "block_total": selectors.block_total,
     "message_rows": lambda c: selectors.message_rows(c),
     "message_rows window": lambda c: selectors.message_rows(c, start=1, stop=2),
     "message_get": lambda c: selectors.message_get(c, 1),
@@ -56,3 +55,9 @@ def test_block_counts_are_in_seq_order(conversation):
     services.messages_append(conversation=conversation, messages=[message() for _ in range(30)])
     assert list(selectors.block_counts(conversation)) == list(range(32))
     assert list(selectors.block_counts(conversation, start=20)) == list(range(20, 32))
+
+
+def test_the_block_total_is_read_from_the_row_without_a_query(conversation):
+    with CaptureQueriesContext(connection) as captured:
+        assert selectors.block_total(conversation) == 3
+    assert not captured.captured_queries
