@@ -9,6 +9,7 @@ from conversations.record.models import (
     Message,
     Role,
     SearchEntry,
+    ShareLink,
     TailCursor,
     TraceConversation,
 )
@@ -24,4 +25,5 @@ __all__ = [
     "TailCursor",
     "TraceConversation",
     "SearchEntry",
+    "ShareLink",
 ]

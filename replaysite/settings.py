@@ -158,6 +158,17 @@ REPLAY_BROADCAST_TIMEOUT = env_int("REPLAY_BROADCAST_TIMEOUT_MS", 500) / 1000
 REPLAY_GROUP_REFRESH_SECONDS = env_int("REPLAY_GROUP_REFRESH_SECONDS", 60)
 # Live sockets one user may hold on one server process; the next is closed with 4429.
 REPLAY_MAX_SOCKETS_PER_USER = env_int("REPLAY_MAX_SOCKETS_PER_USER", 50)
+# Share links (SPEC §8): off with REPLAY_SHARING=0; open share sockets check their link
+# this often (revocation also closes them at once, through the channel layer).
+REPLAY_SHARING = env_bool("REPLAY_SHARING", True)
+REPLAY_SHARE_RECHECK_SECONDS = env_int("REPLAY_SHARE_RECHECK_SECONDS", 5)
+if REPLAY_SHARE_RECHECK_SECONDS > 10:
+    raise ImproperlyConfigured(
+        "REPLAY_SHARE_RECHECK_SECONDS must be at most 10: a revoked link's sockets close "
+        f"within 10 s (SPEC §8), not {REPLAY_SHARE_RECHECK_SECONDS}."
+    )
+# Open sockets per share link, per server process: a link holder cannot open without end.
+REPLAY_MAX_SOCKETS_PER_SHARE = env_int("REPLAY_MAX_SOCKETS_PER_SHARE", 20)
 # Django refuses bodies over 2.5 MB by default; the API's own limit is the one that counts.
 DATA_UPLOAD_MAX_MEMORY_SIZE = REPLAY_MAX_BODY_MB * 1024 * 1024
 
@@ -244,7 +255,9 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
-STATIC_URL = "static/"
+# Absolute: a relative STATIC_URL takes the script prefix, which share pages set to
+# their link (so that every URL they build stays inside it).
+STATIC_URL = "/static/"
 STATIC_ROOT = Path(os.environ.get("REPLAY_STATIC_ROOT", "").strip() or BASE_DIR / "staticfiles")
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {

@@ -41,6 +41,7 @@
     4401: ["Live updates stopped: you are signed out.", true],
     4403: ["Live updates stopped: this account may not view conversations.", true],
     4404: ["This conversation was deleted (or never existed); live updates stopped.", false],
+    4410: ["This share link was revoked or has expired; live updates stopped.", false],
     4429: ["Live updates stopped: this account has too many live pages open. " +
       "Close some, then reload this one.", false]
   };
@@ -174,6 +175,13 @@
     return "added";
   }
 
+  // A share link was revoked or expired (SPEC §8): the page says so; its socket is closed.
+  function applyShareNotice(node) {
+    var existing = document.getElementById("share-notice");
+    if (existing) { existing.replaceWith(node); }
+    if (node.getAttribute("data-state") !== "active") { setStatus("stopped"); }
+  }
+
   function applyTotals(node) {
     // #totals and #pressure: swapped in only when they count more than the page shows.
     var totals = document.getElementById(node.id);
@@ -255,6 +263,8 @@
         applyRow(node);
       } else if (node.id === "reload-window") {
         reloadWindow(node.getAttribute("data-url"));
+      } else if (node.id === "share-notice") {
+        applyShareNotice(node);
       }
     });
     if (!added && !grown) { return; }

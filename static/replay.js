@@ -48,6 +48,15 @@
         .catch(function () { flash(copy, "Copy failed"); });
       return;
     }
+    var share = target.closest(".copy-share");
+    if (share) {
+      var field = document.getElementById(share.getAttribute("data-target"));
+      copyText(field.value).then(
+        function () { flash(share, "Copied"); },
+        function () { field.select(); flash(share, "Copy failed: select and copy"); }
+      );
+      return;
+    }
     var permalink = target.closest(".permalink");
     if (permalink) {
       event.preventDefault();

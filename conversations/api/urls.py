@@ -32,4 +32,10 @@ urlpatterns = [
         views.context,
         name="api-context",
     ),
+    path(
+        "api/conversations/<str:conversation_id>/shares",
+        views.shares,
+        name="api-shares",
+    ),
+    path("api/shares/<int:share_id>", views.share, name="api-share"),
 ]

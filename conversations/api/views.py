@@ -15,6 +15,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.core.paginator import EmptyPage, PageNotAnInteger, Paginator
 from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import BaseModel, ValidationError
@@ -30,6 +31,7 @@ from conversations.record.schemas import (
     ConversationIn,
     MessageBatchIn,
     MessageIn,
+    ShareIn,
     error_list,
     error_sentence,
 )
@@ -115,12 +117,16 @@ def _json_error(
     return error_response(status, error, **extra)
 
 
-def api(*methods: str, errors: ErrorRenderer = _json_error) -> Callable[[View], View]:
+def api(
+    *methods: str, errors: ErrorRenderer = _json_error, idempotent: bool = True
+) -> Callable[[View], View]:
     """Authenticate the bearer token, check the method, and turn failures into JSON errors
     (or into what `errors` renders, for protocols with error bodies of their own).
 
     A POST with an Idempotency-Key runs in one transaction with the saved answer, so a
-    repeat returns the first answer and stores nothing again.
+    repeat returns the first answer and stores nothing again. `idempotent=False`: the
+    answer holds a secret that must not be stored (a share link's token), so the header
+    is refused.
     """
 
     def decorator(view: View) -> View:
@@ -140,6 +146,13 @@ def api(*methods: str, errors: ErrorRenderer = _json_error) -> Callable[[View], 
                 token = authenticate(request)
                 key = request.headers.get("Idempotency-Key")
                 if request.method == "POST" and key is not None:
+                    if not idempotent:
+                        raise ApiError(
+                            400,
+                            "Idempotency-Key is not accepted here: the answer holds a token "
+                            "that is shown once and never stored.",
+                            field="Idempotency-Key",
+                        )
                     return _idempotent(view, request, token, key, args, kwargs)
                 return view(request, *args, **kwargs)
             except ApiError as exc:
@@ -442,3 +455,41 @@ def context(request: HttpRequest, conversation_id: str) -> HttpResponse:
     except OptionError as exc:
         raise ApiError(400, exc.message, field=exc.field) from None
     return json_response(counts.context_data(preview.after, preview))
+
+
+def _sharing() -> None:
+    if not settings.REPLAY_SHARING:
+        raise ApiError(404, "Sharing is turned off on this server (REPLAY_SHARING=0).")
+
+
+@api("GET", "POST", idempotent=False)
+def shares(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    """POST: a new share link (its clear token only in `url`, this once); GET: the links."""
+    _sharing()
+    found = _conversation(conversation_id)
+    if request.method == "POST":
+        data = validate(ShareIn, parse_json(request))
+        link, clear = services.share_create(
+            conversation=found,
+            up_to_seq=data.up_to_seq,
+            expires_in=timedelta(seconds=data.expires_in) if data.expires_in else None,
+            vision=data.vision,
+            shape=data.shape,
+            images=data.images,
+        )
+        url = request.build_absolute_uri(reverse("share", kwargs={"token": clear}))
+        return json_response(selectors.share_data(link) | {"url": url}, 201)
+    return json_response(
+        {"results": [selectors.share_data(s) for s in selectors.share_list(found)]}
+    )
+
+
+@api("DELETE")
+def share(request: HttpRequest, share_id: int) -> HttpResponse:
+    """Revoke a link: its pages answer 410 from the next request, its sockets close."""
+    _sharing()
+    link = selectors.share_by_id(share_id)
+    if link is None:
+        raise ApiError(404, f"Share link {share_id} was not found.")
+    services.share_revoke(link=link)
+    return HttpResponse(status=204)

@@ -26,7 +26,7 @@ from conversations.core import diff as diff_core
 from conversations.core.options import ReplayOptions
 from conversations.dashboard import sockets
 from conversations.record import counts, selectors
-from conversations.record.models import Conversation
+from conversations.record.models import Conversation, ShareLink
 
 FOLD_LINES = 12
 FOLD_CHARS = 1500
@@ -906,3 +906,69 @@ def diff_page(
         "left_vision": left.vision,
         "left_shape": left.shape,
     }
+
+
+EXPIRY_CHOICES = [
+    ("3600", "in 1 hour"),
+    ("86400", "in 1 day"),
+    ("259200", "in 3 days"),
+    ("604800", "in 7 days"),
+    ("1209600", "in 14 days"),
+    ("2592000", "in 30 days"),
+    ("", "never"),
+]
+
+
+@dataclass(frozen=True)
+class ShareRow:
+    id: int
+    created_at: datetime
+    scope: str
+    toggles: str
+    expires_at: datetime | None
+    view_count: int
+    last_viewed_at: datetime | None
+    state: str
+    revoke_url: str
+
+
+def share_rows(conversation: Conversation, links: Sequence[ShareLink]) -> list[ShareRow]:
+    """The conversation page's list of its share links (never their tokens)."""
+    now = timezone.now()
+    rows = []
+    for link in links:
+        fixed = []
+        if link.vision is not None:
+            fixed.append(f"vision {'on' if link.vision else 'off'}")
+        if link.shape:
+            fixed.append(link.shape)
+        if not link.images:
+            fixed.append("no images")
+        rows.append(
+            ShareRow(
+                id=link.pk,
+                created_at=link.created_at,
+                scope="live, whole"
+                if link.up_to_seq is None
+                else f"frozen, #0 to #{link.up_to_seq}",
+                toggles=", ".join(fixed) or "free",
+                expires_at=link.expires_at,
+                view_count=link.view_count,
+                last_viewed_at=link.last_viewed_at,
+                state=link.state(now),
+                revoke_url=reverse("share-revoke", args=[str(conversation.id), link.pk]),
+            )
+        )
+    return rows
+
+
+def shares_panel(conversation: Conversation, **extra: Any) -> dict[str, Any]:
+    """The context of the page's `shares` partial: the form and the links."""
+    return {
+        "conversation": conversation,
+        "can_share": True,
+        "share_rows": share_rows(conversation, selectors.share_list(conversation)),
+        "shares_url": reverse("share-create", args=[str(conversation.id)]),
+        "expiry_choices": EXPIRY_CHOICES,
+        "last_seq_stored": max(conversation.message_count - 1, 0),
+    } | extra

@@ -27,4 +27,10 @@ urlpatterns = [
         views.block_image,
         name="block-image",
     ),
+    path("c/<str:conversation_id>/shares", views.share_create, name="share-create"),
+    path(
+        "c/<str:conversation_id>/shares/<int:share_id>/revoke",
+        views.share_revoke,
+        name="share-revoke",
+    ),
 ]

@@ -5,15 +5,18 @@ from __future__ import annotations
 import base64
 import functools
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeAlias
 from urllib.parse import unquote
 
 import orjson
+from django.conf import settings
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import RequestDataTooBig
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
@@ -112,20 +115,60 @@ def conversation_detail(
     request: HtmxHttpRequest, conversation_id: str, *, vision: bool, shape: replay.Shape
 ) -> HttpResponse:
     conversation = _conversation(conversation_id)
+    narrow = _unchanged
+    if _may_share(request):
+        narrow = functools.partial(_with_shares, conversation)
+    return detail_response(request, conversation, vision=vision, shape=shape, narrow=narrow)
+
+
+SHARE_PERMISSION = "conversations.share_conversation"
+
+
+def _may_share(request: HttpRequest) -> bool:
+    return bool(settings.REPLAY_SHARING) and request.user.has_perm(SHARE_PERMISSION)
+
+
+def _with_shares(
+    conversation: Conversation, context: dict[str, Any], **extra: Any
+) -> dict[str, Any]:
+    return context | presenters.shares_panel(conversation, **extra)
+
+
+Narrow: TypeAlias = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _unchanged(context: dict[str, Any]) -> dict[str, Any]:
+    return context
+
+
+def detail_response(
+    request: HttpRequest,
+    conversation: Conversation,
+    *,
+    vision: bool,
+    shape: replay.Shape,
+    narrow: Narrow = _unchanged,
+    template: str = "conversations/detail.html",
+) -> HttpResponse:
+    """The conversation page (or, for htmx, its `conversation` partial); `narrow` adjusts
+    the context (a share page narrows it to what its link shows)."""
     try:
-        context = presenters.conversation_page(
-            conversation,
-            window=positions.tail(conversation.message_count),
-            vision=vision,
-            shape=shape,
-            view=view_query(request),
+        context = narrow(
+            presenters.conversation_page(
+                conversation,
+                window=positions.tail(conversation.message_count),
+                vision=vision,
+                shape=shape,
+                view=view_query(request),
+            )
         )
     except OptionError as exc:
         return bad_request(request, exc.message)
-    if request.htmx and not request.htmx.history_restore_request:
-        response = render(request, "conversations/detail.html#conversation", context)
+    htmx = getattr(request, "htmx", None)
+    if htmx and not htmx.history_restore_request:
+        response = render(request, template + "#conversation", context)
         return push_url(response, context["self_url"])
-    return render(request, "conversations/detail.html", context)
+    return render(request, template, context)
 
 
 def _seq(request: HttpRequest, name: str) -> int | None:
@@ -143,9 +186,19 @@ def _seq(request: HttpRequest, name: str) -> int | None:
 def earlier_messages(
     request: HttpRequest, conversation_id: str, *, vision: bool, shape: replay.Shape
 ) -> HttpResponse:
+    return window_response(request, _conversation(conversation_id), vision=vision, shape=shape)
+
+
+def window_response(
+    request: HttpRequest,
+    conversation: Conversation,
+    *,
+    vision: bool,
+    shape: replay.Shape,
+    narrow: Narrow = _unchanged,
+) -> HttpResponse:
     """One window of messages: `before=SEQ` (or back to `from`, at most a document), `after=SEQ`,
     or `around=SEQ` (a deep link's target), with controls for the windows beside it."""
-    conversation = _conversation(conversation_id)
     total = conversation.message_count
     try:
         before, start, after, around = (
@@ -174,10 +227,17 @@ def earlier_messages(
     else:
         return bad_request(request, "before, after or around is required.")
     try:
-        context = presenters.conversation_page(
-            conversation, window=window, vision=vision, shape=shape, earlier=earlier,
-            later=later, view=view_query(request),
-        )  # fmt: skip
+        context = narrow(
+            presenters.conversation_page(
+                conversation,
+                window=window,
+                vision=vision,
+                shape=shape,
+                earlier=earlier,
+                later=later,
+                view=view_query(request),
+            )  # fmt: skip
+        )
     except OptionError as exc:
         return bad_request(request, exc.message)
     return render(request, "conversations/detail.html#window", context)
@@ -186,8 +246,12 @@ def earlier_messages(
 @require_GET
 @operator_required
 def block_text(request: HttpRequest, conversation_id: str, seq: int, block: int) -> HttpResponse:
+    return block_text_response(_conversation(conversation_id), seq, block)
+
+
+def block_text_response(conversation: Conversation, seq: int, block: int) -> HttpResponse:
     """The whole text of one block, as plain text (what a page shows the start of)."""
-    message = selectors.message_full(_conversation(conversation_id), seq)
+    message = selectors.message_full(conversation, seq)
     found = [b for b in message.blocks if b.seq == block] if message else []
     if not found or found[0].type == "image":
         raise Http404("No such text block.")
@@ -200,8 +264,21 @@ def block_text(request: HttpRequest, conversation_id: str, seq: int, block: int)
 def wire_text(
     request: HttpRequest, conversation_id: str, seq: int, *, vision: bool, shape: replay.Shape
 ) -> HttpResponse:
+    return wire_text_response(
+        request, _conversation(conversation_id), seq, vision=vision, shape=shape
+    )
+
+
+def wire_text_response(
+    request: HttpRequest,
+    conversation: Conversation,
+    seq: int,
+    *,
+    vision: bool,
+    shape: replay.Shape,
+) -> HttpResponse:
     """One message's whole wire text for these toggles (or its text part `part`), as text."""
-    message = selectors.message_full(_conversation(conversation_id), seq)
+    message = selectors.message_full(conversation, seq)
     if message is None:
         raise Http404("No such message.")
     (stored,) = selectors.stored_messages([message])
@@ -251,8 +328,12 @@ def replay_download(
 @require_GET
 @operator_required
 def block_image(request: HttpRequest, conversation_id: str, seq: int, block: int) -> HttpResponse:
+    return image_response(_conversation(conversation_id), seq, block)
+
+
+def image_response(conversation: Conversation, seq: int, block: int) -> HttpResponse:
     """An image block's bytes, as the raster type it was validated as; never SVG or HTML."""
-    found = selectors.image_block(_conversation(conversation_id), seq, block)
+    found = selectors.image_block(conversation, seq, block)
     if found is None:
         raise Http404("No such image.")
     media_type, data = found
@@ -297,6 +378,19 @@ def import_file(request: HttpRequest) -> HttpResponse:
         },
         status=201 if outcome.created else 200,
     )
+
+
+def download_response(
+    conversation: Conversation, *, vision: bool, shape: replay.Shape, stop: int | None = None
+) -> HttpResponse:
+    """The projection as an attachment (of the messages before `stop`, when given)."""
+    response = HttpResponse(
+        selectors.replay_json(conversation, vision=vision, shape=shape, stop=stop),
+        content_type="application/json",
+    )
+    name = f"replay-{conversation.id}-{shape}-vision-{'on' if vision else 'off'}.json"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
 
 
 def _filled(request: HttpRequest) -> dict[str, str]:
@@ -385,3 +479,101 @@ def conversation_diff(
     except OptionError as exc:
         return bad_request(request, exc.message)
     return render(request, "conversations/diff.html", context)
+
+
+FORM_MIN_EXPIRY = timedelta(hours=1)
+
+
+def _share_form(post: Any) -> dict[str, Any]:
+    """The page's share form as `services.share_create` arguments; ValueError names the field."""
+    up_to = post.get("up_to_seq", "").strip()
+    if up_to and not up_to.isdigit():
+        raise ValueError("Up to message # must be a message number, or empty for the whole.")
+    at = post.get("expires_at", "").strip()
+    chosen = post.get("expires_in", "").strip()
+    expires_in: timedelta | None
+    if at:
+        try:
+            when = datetime.fromisoformat(at).replace(tzinfo=UTC)
+        except ValueError:
+            raise ValueError("Expires at must be a date and time.") from None
+        expires_in = when - timezone.now()
+    elif chosen:
+        if not chosen.isdigit():
+            raise ValueError("Expires must be one of the choices offered.")
+        expires_in = timedelta(seconds=int(chosen))
+    else:
+        expires_in = None
+    if expires_in is not None and not FORM_MIN_EXPIRY <= expires_in <= services.SHARE_MAX_EXPIRY:
+        raise ValueError("A link expires from 1 hour to 30 days from now, or never.")
+    vision = {"": None, "1": True, "0": False}.get(post.get("vision", ""), "bad")
+    shape = post.get("shape", "")
+    if vision == "bad" or shape not in {"", *replay.SHAPES}:
+        raise ValueError("Vision and shape must be one of the choices offered.")
+    return {
+        "up_to_seq": int(up_to) if up_to else None,
+        "expires_in": expires_in,
+        "vision": vision,
+        "shape": shape or None,
+        "images": post.get("images") == "1",
+    }
+
+
+def _shares_answer(request: HttpRequest, conversation: Conversation, **extra: Any) -> HttpResponse:
+    """The `shares` partial for htmx, else the whole page with it."""
+    if getattr(request, "htmx", None):
+        return render(
+            request,
+            "conversations/detail.html#shares",
+            presenters.shares_panel(conversation, **extra),
+        )
+    return detail_response(
+        request,
+        conversation,
+        vision=True,
+        shape="openai",
+        narrow=functools.partial(_with_shares, conversation, **extra),
+    )
+
+
+def sharing_required(view: View) -> View:
+    """Signed in with share_conversation (else login / 403); 404 with REPLAY_SHARING=0."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not settings.REPLAY_SHARING:
+            raise Http404("Sharing is off.")
+        return view(request, *args, **kwargs)
+
+    return login_required(permission_required(SHARE_PERMISSION, raise_exception=True)(wrapper))
+
+
+@require_POST
+@operator_required
+@sharing_required
+def share_create(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    """The page's share form: a new link, whose URL is shown this once."""
+    conversation = _conversation(conversation_id)
+    try:
+        arguments = _share_form(request.POST)
+        _, clear = services.share_create(
+            conversation=conversation, created_by=request.user, **arguments
+        )
+    except ValueError as exc:
+        return _shares_answer(request, conversation, share_error=str(exc))
+    except services.IngestError as exc:
+        return _shares_answer(request, conversation, share_error=str(exc))
+    url = request.build_absolute_uri(reverse("share", kwargs={"token": clear}))
+    return _shares_answer(request, conversation, new_share_url=url)
+
+
+@require_POST
+@operator_required
+@sharing_required
+def share_revoke(request: HttpRequest, conversation_id: str, share_id: int) -> HttpResponse:
+    conversation = _conversation(conversation_id)
+    link = selectors.share_by_id(share_id)
+    if link is None or link.conversation_id != conversation.id:
+        raise Http404("No such share link.")
+    services.share_revoke(link=link)
+    return _shares_answer(request, conversation)

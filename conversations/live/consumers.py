@@ -12,7 +12,7 @@ import logging
 import random
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import parse_qs
@@ -21,11 +21,14 @@ from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
+from django.utils import timezone
 
 from conversations.core import positions, replay, strictjson, windows
-from conversations.core.options import OptionError
+from conversations.core.options import OptionError, ReplayOptions
+from conversations.dashboard import shared
 from conversations.live import access, fragments
 from conversations.record import events
+from conversations.record.models import ShareLink
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -302,13 +305,7 @@ class ConversationConsumer(Watcher):
         plan = positions.resume(self.held, current)
         if isinstance(plan, positions.Reload):
             self.reloading = True
-            await self.send(
-                text_data=(
-                    await database_sync_to_async(fragments.reload_frame)(
-                        self.conversation_id, self.vision, self.shape
-                    )
-                ).html
-            )
+            await self.send(text_data=(await database_sync_to_async(self.build_reload)()).html)
             return
         rendered = [await self.render(seq, current[seq]) for seq in plan.seqs]
         for frame in fragments.pack(rendered):
@@ -317,14 +314,17 @@ class ConversationConsumer(Watcher):
     async def render(self, seq: int, blocks: int) -> fragments.Frame:
         """One message's frame, through the render cache (resyncs and events alike)."""
         key = (self.conversation_id, seq, blocks, self.vision, self.shape, self.view)
-        return await frames.get(
-            key,
-            database_sync_to_async(
-                lambda: fragments.messages_frame(
-                    self.conversation_id, [seq], self.vision, self.shape, self.view
-                )
-            ),
+        return await frames.get(key, database_sync_to_async(lambda: self.build([seq])))
+
+    def build(self, seqs: Sequence[int]) -> fragments.Frame:
+        """The frame of these messages, rendered (sync: runs in a worker thread)."""
+        return fragments.messages_frame(
+            self.conversation_id, seqs, self.vision, self.shape, self.view
         )
+
+    def build_reload(self) -> fragments.Frame:
+        """The "reload your window" frame (sync: runs in a worker thread)."""
+        return fragments.reload_frame(self.conversation_id, self.vision, self.shape)
 
     async def refreshed(self) -> None:
         await self.resync()
@@ -407,3 +407,122 @@ class ListConsumer(Watcher):
         )
         if html:
             await self.send(text_data=html)
+
+
+share_sockets: Counter[int] = Counter()  # this process's open sockets, per share link
+
+
+class ShareConsumer(ConversationConsumer):
+    """`/ws/s/TOKEN/`: a share link's live updates (SPEC §8), authorized by the token alone.
+
+    No session, no user: the link decides. It is checked again every
+    REPLAY_SHARE_RECHECK_SECONDS, at its expiry, on every group refresh, and at once on
+    `share.revoked`; when it is gone the page is told so (the share notice partial) and the
+    socket closes with 4410. A frozen link has no live updates; its socket is refused (so
+    nothing past `up_to_seq` is ever sent). Frames carry the link's URLs and, for a link
+    without images, no image URL.
+    """
+
+    token: str
+    link: ShareLink
+    watchdog: asyncio.Task[None] | None = None
+
+    async def connect(self) -> None:
+        self.token = str(self.scope["url_route"]["kwargs"]["token"])
+        try:
+            query = ReplayOptions.from_query(
+                {name: self.query(name, "") for name in ("vision", "shape") if self.query(name, "")}
+            )
+        except OptionError:
+            await self.refuse(BAD_REQUEST)
+            return
+        link = await database_sync_to_async(fragments.share_link)(self.token)
+        if link is None or not settings.REPLAY_SHARING:
+            await self.refuse(NOT_FOUND)
+            return
+        if link.state(timezone.now()) != "active":
+            await self.refuse(shared.SOCKET_GONE)
+            return
+        if link.frozen:
+            await self.refuse(BAD_REQUEST)  # nothing past up_to_seq, and nothing live
+            return
+        # Per process, as the per-user cap: a link holder cannot open sockets without end.
+        if share_sockets[link.pk] >= settings.REPLAY_MAX_SOCKETS_PER_SHARE:
+            await self.refuse(TOO_MANY)
+            return
+        share_sockets[link.pk] += 1
+        self.link = link
+        options = shared.options(link, query)
+        self.conversation_id = str(link.conversation_id)
+        self.vision, self.shape = options.vision, options.shape
+        self.groups_joined = [events.share_group(link.pk), *self.watched_groups()]
+        await self.join()
+        await self.accept()
+        self.refresher = asyncio.ensure_future(self.refresh_groups())
+        self.watchdog = asyncio.ensure_future(self.watch())
+        await self.opened()
+
+    async def watch(self) -> None:
+        """Check the link every few seconds (and at its expiry): the fallback for a
+        `share.revoked` event the layer lost, and how expiry is noticed."""
+        while not self.closing:
+            wait = float(settings.REPLAY_SHARE_RECHECK_SECONDS)
+            if self.link.expires_at is not None:
+                until = (self.link.expires_at - timezone.now()).total_seconds()
+                wait = max(0.0, min(wait, until))
+            await asyncio.sleep(wait)
+            try:
+                if not await self.recheck(("share",)):
+                    return
+            except Exception as exc:
+                log.warning("closing a share socket whose check failed: %s", exc)
+                await self.shut(1011)
+                return
+
+    async def recheck(self, reason: tuple[Any, ...]) -> bool:
+        """The link, not a session: close (saying why) and answer False once it is gone."""
+        state = await database_sync_to_async(fragments.share_state)(self.link.pk)
+        if state == "active":
+            return True
+        await self.gone(state)
+        return False
+
+    async def gone(self, state: str) -> None:
+        """Tell the page the link is gone (revoked, expired or deleted), then close."""
+        if self.closing:
+            return
+        self.closing = True
+        await self.send(text_data=await database_sync_to_async(fragments.share_notice)(state))
+        await self.close(code=shared.SOCKET_GONE)
+
+    async def share_revoked(self, event: events.ShareRevoked) -> None:
+        await self.gone("revoked")
+
+    async def conversation_deleted(self, event: events.ConversationDeleted) -> None:
+        await self.gone("deleted")
+
+    async def disconnect(self, code: int) -> None:
+        self.closing = True
+        if self.watchdog is not None:
+            self.watchdog.cancel()
+        link = getattr(self, "link", None)
+        if link is not None:
+            share_sockets[link.pk] -= 1
+            if share_sockets[link.pk] <= 0:
+                del share_sockets[link.pk]
+        await super().disconnect(code)
+
+    async def render(self, seq: int, blocks: int) -> fragments.Frame:
+        # Keyed by the link too: its frames hold its own URLs (and maybe no images).
+        key = ("share", self.link.pk, seq, blocks, self.vision, self.shape)
+        return await frames.get(key, database_sync_to_async(lambda: self.build([seq])))
+
+    def build(self, seqs: Sequence[int]) -> fragments.Frame:
+        with shared.scoped_urls(self.token):
+            return fragments.messages_frame(
+                self.conversation_id, seqs, self.vision, self.shape, images=self.link.images
+            )
+
+    def build_reload(self) -> fragments.Frame:
+        with shared.scoped_urls(self.token):
+            return fragments.reload_frame(self.conversation_id, self.vision, self.shape)

@@ -9,11 +9,13 @@ from typing import NamedTuple
 
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils import timezone
 
 from conversations.core import positions, replay
 from conversations.core.options import ReplayOptions
-from conversations.dashboard import presenters
-from conversations.record import counts, selectors
+from conversations.dashboard import presenters, shared
+from conversations.record import counts, selectors, services
+from conversations.record.models import ShareLink
 
 
 def tail_counts(conversation_id: str) -> tuple[int, dict[int, int]]:
@@ -42,6 +44,8 @@ def messages_frame(
     vision: bool,
     shape: replay.Shape,
     view: tuple[tuple[str, str], ...] = (),
+    *,
+    images: bool = True,
 ) -> Frame:
     """The `message` partial for each seq, in order, and the conversation's new totals and
     pressure (`view`: the page's model and window overrides).
@@ -49,6 +53,7 @@ def messages_frame(
     Blocks travel as the page shows them (long texts cut), so a one-message frame stays
     under `positions.FRAME_BYTES` whatever is stored; counting is cached, so only the
     messages that grew are recounted.
+    `images` False: a share link's, with no image URL on the record side.
     """
     conversation = selectors.conversation_get(conversation_id)
     if conversation is None or not seqs:
@@ -61,6 +66,8 @@ def messages_frame(
     )
     margin = presenters.margin_counts(pressure, set(wanted))
     views = presenters.message_views(conversation, rows, vision=vision, shape=shape, margin=margin)
+    if not images:
+        views = shared.withhold_images(views)
     parts = [render_to_string("conversations/detail.html#message", {"m": m}) for m in views]
     parts.append(
         render_to_string(
@@ -129,3 +136,20 @@ def row_html(conversation_id: str) -> str:
 def removed_row_html(conversation_id: str) -> str:
     """What tells the list page to drop a deleted conversation's row."""
     return render_to_string("conversations/list.html#removed", {"id": conversation_id})
+
+
+def share_link(token: str) -> ShareLink | None:
+    """The link this token opens, if any (one query, by its digest)."""
+    return selectors.share_get(services.token_digest(token))
+
+
+def share_state(share_id: int) -> str:
+    """The link's state now: "active", "revoked" or "expired"; "deleted" when it is gone
+    (with its conversation)."""
+    link = selectors.share_by_id(share_id)
+    return "deleted" if link is None else link.state(timezone.now())
+
+
+def share_notice(state: str) -> str:
+    """The share page's notice, saying the link is gone and the page no longer updates."""
+    return render_to_string("conversations/detail.html#share_notice", {"share_state": state})

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.urls import path
 
-from conversations.dashboard import sockets
+from conversations.dashboard import shared, sockets
 from conversations.live import consumers
 
 # django-stubs types path() for views only; channels' URLRouter takes ASGI apps here.
@@ -14,4 +14,5 @@ websocket_urlpatterns: list[Any] = [
         sockets.CONVERSATION_PATH,
         consumers.ConversationConsumer.as_asgi(),  # type: ignore[arg-type]
     ),
+    path(shared.SOCKET_PATH, consumers.ShareConsumer.as_asgi()),  # type: ignore[arg-type]
 ]

@@ -15,12 +15,13 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
 from django.utils.html import format_html
 from pydantic import ValidationError as SchemaError
 
 from conversations.core import replay, strictjson
 from conversations.record import selectors, services
-from conversations.record.models import ApiToken, Block, Conversation, Message
+from conversations.record.models import ApiToken, Block, Conversation, Message, ShareLink
 from conversations.record.schemas import ConversationIn, error_list
 
 
@@ -218,3 +219,60 @@ class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
         for token in queryset:
             services.api_token_revoke(token=token)
         self.message_user(request, f"Revoked {queryset.count()} token(s).")
+
+
+@admin.register(ShareLink)
+class ShareLinkAdmin(admin.ModelAdmin[ShareLink]):
+    """Share links (SPEC §8): listed with scope, expiry and views; revoked, never edited.
+
+    They are made on the conversation page or through the API (the token is shown once
+    there); the admin keeps only digests, so it cannot show a link's URL.
+    """
+
+    list_display = [
+        "id", "conversation", "scope", "toggles", "created_by", "created_at",
+        "expires_at", "view_count", "last_viewed_at", "state",
+    ]  # fmt: skip
+    list_filter = ["revoked_at", "expires_at", "images"]
+    list_select_related = ["conversation", "created_by"]
+    search_fields = ["conversation__title", "=conversation__id"]
+    fields = readonly_fields = (
+        "conversation", "scope", "toggles", "created_by", "created_at", "expires_at",
+        "revoked_at", "view_count", "last_viewed_at", "state",
+    )  # fmt: skip
+    actions = ["revoke"]
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # revoked through the service, which closes the link's sockets
+
+    @admin.display(description="Scope")
+    def scope(self, obj: ShareLink) -> str:
+        return "whole, live" if obj.up_to_seq is None else f"frozen, #0 to #{obj.up_to_seq}"
+
+    @admin.display(description="Toggles")
+    def toggles(self, obj: ShareLink) -> str:
+        fixed = []
+        if obj.vision is not None:
+            fixed.append(f"vision {'on' if obj.vision else 'off'}")
+        if obj.shape:
+            fixed.append(obj.shape)
+        if not obj.images:
+            fixed.append("no images")
+        return ", ".join(fixed) or "free"
+
+    @admin.display(description="State")
+    def state(self, obj: ShareLink) -> str:
+        return obj.state(timezone.now())
+
+    @admin.action(description="Revoke selected share links")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ShareLink]) -> None:
+        links = list(queryset)
+        for link in links:
+            services.share_revoke(link=link)
+        self.message_user(request, f"Revoked {len(links)} share link(s).")

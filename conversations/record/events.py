@@ -33,6 +33,11 @@ def user_group(user_id: object) -> str:
     return f"user.{user_id}"
 
 
+def share_group(share_id: object) -> str:
+    """The sockets opened with one share link (SPEC §8)."""
+    return f"share.{share_id}"
+
+
 class ConversationCreated(TypedDict):
     type: Literal["conversation.created"]
     conversation_id: str
@@ -72,6 +77,13 @@ class AccessChanged(TypedDict):
 
 
 Event: TypeAlias = ConversationCreated | MessageAdded | BlockAdded | ConversationDeleted
+
+
+class ShareRevoked(TypedDict):
+    """A share link was revoked: its sockets check it again and close."""
+
+    type: Literal["share.revoked"]
+    share_id: int
 
 
 def publish_on_commit(event: Event) -> None:
@@ -185,6 +197,20 @@ def _access_changed(user_ids: list[str]) -> None:
     except Exception as exc:
         # The sockets' periodic refresh checks access too: they close later, not never.
         log.warning("could not tell %d user(s) of an access change: %s", len(user_ids), exc)
+
+
+def share_revoked_on_commit(share_id: int) -> None:
+    """After commit, tell the link's open sockets (they also check every few seconds)."""
+    transaction.on_commit(partial(_share_revoked, share_id))
+
+
+def _share_revoked(share_id: int) -> None:
+    message: ShareRevoked = {"type": "share.revoked", "share_id": share_id}
+    try:
+        async_to_sync(_send)([share_group(share_id)], dict(message))
+    except Exception as exc:
+        # The sockets' own periodic check closes them within REPLAY_SHARE_RECHECK_SECONDS.
+        log.warning("could not tell the sockets of share link %s: %s", share_id, exc)
 
 
 async def _send(groups: list[str], message: dict[str, object]) -> None:

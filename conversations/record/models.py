@@ -5,7 +5,9 @@ invariants even against a writer that forgets.
 """
 
 import uuid
+from datetime import datetime
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
@@ -45,6 +47,7 @@ class Conversation(models.Model):
 
     class Meta:
         ordering = ["-updated_at", "-created_at"]
+        permissions = [("share_conversation", "Can share a conversation by link")]
         constraints = [
             models.CheckConstraint(
                 condition=Q(message_count__gte=0), name="conversation_message_count_gte_0"
@@ -265,3 +268,56 @@ class TraceConversation(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class ShareLink(models.Model):
+    """A read-only link to one conversation (SPEC §8); only the SHA-256 of its token is kept.
+
+    `up_to_seq` None: the whole conversation, live; else messages 0..up_to_seq, frozen.
+    `vision`/`shape` None: the toggle is free; else fixed. `images` False: images are
+    withheld (the projection is then shown with vision off, so it is what is shown).
+    """
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="share_links"
+    )
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    up_to_seq = models.PositiveIntegerField(null=True, blank=True)
+    vision = models.BooleanField(null=True, blank=True)
+    shape = models.CharField(max_length=16, blank=True, default="")
+    images = models.BooleanField(default=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    view_count = models.PositiveIntegerField(default=0, editable=False)
+    last_viewed_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(shape__in=["", *replay.SHAPES]), name="share_link_shape_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(images=True) | ~Q(vision=True),
+                name="share_link_no_vision_without_images",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"share {self.pk} of {self.conversation_id}"
+
+    @property
+    def frozen(self) -> bool:
+        return self.up_to_seq is not None
+
+    def state(self, now: datetime) -> str:
+        """The state at `now`: "active", "revoked" or "expired"."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= now:
+            return "expired"
+        return "active"

@@ -193,6 +193,20 @@ class ConversationIn(Strict):
     _metadata_text = field_validator("metadata")(no_nul)  # jsonb cannot hold U+0000
 
 
+SHARE_MAX_SECONDS = 30 * 24 * 3600
+SHARE_DEFAULT_SECONDS = 7 * 24 * 3600
+
+
+class ShareIn(Strict):
+    """A share link's scope (SPEC §8): omitted toggles are free, `expires_in` null is never."""
+
+    up_to_seq: Annotated[int, Field(ge=0)] | None = None
+    expires_in: Annotated[int, Field(ge=1, le=SHARE_MAX_SECONDS)] | None = SHARE_DEFAULT_SECONDS
+    vision: bool | None = None
+    shape: Literal["openai", "anthropic"] | None = None
+    images: bool = True
+
+
 def error_sentence(exc: ValidationError) -> str:
     """The first error as a sentence that names the field, e.g. `blocks[0].text: …`."""
     return _describe(exc.errors(include_url=False)[0])

@@ -19,7 +19,14 @@ from django.db.models.functions import Substr
 from conversations.core import follow, preview, replay
 from conversations.core.blocks import BlockKind, kind_of
 from conversations.core.search import INDEXED_CHARS, block_text, parse_query, snippet
-from conversations.record.models import Block, Conversation, Message, SearchEntry, TailCursor
+from conversations.record.models import (
+    Block,
+    Conversation,
+    Message,
+    SearchEntry,
+    ShareLink,
+    TailCursor,
+)
 from conversations.record.search import Matches
 
 BLOCK_COLUMNS = (
@@ -406,15 +413,19 @@ def record_data(conversation: Conversation, *, url: str) -> dict[str, Any]:
 
 
 def replay_payload(
-    conversation: Conversation, *, vision: bool, shape: replay.Shape
+    conversation: Conversation, *, vision: bool, shape: replay.Shape, stop: int | None = None
 ) -> replay.Payload:
-    """The projection of the whole conversation: what every consumer serves."""
-    return replay.project(stored_messages(message_rows(conversation)), vision=vision, shape=shape)
+    """The projection of the conversation (of its messages before `stop`, when given):
+    what every consumer serves."""
+    rows = message_rows(conversation, stop=stop)
+    return replay.project(stored_messages(rows), vision=vision, shape=shape)
 
 
-def replay_json(conversation: Conversation, *, vision: bool, shape: replay.Shape) -> bytes:
+def replay_json(
+    conversation: Conversation, *, vision: bool, shape: replay.Shape, stop: int | None = None
+) -> bytes:
     """The projection as bytes: the API's replay and the page's download serve exactly these."""
-    return orjson.dumps(replay_payload(conversation, vision=vision, shape=shape))
+    return orjson.dumps(replay_payload(conversation, vision=vision, shape=shape, stop=stop))
 
 
 def block_total(conversation: Conversation) -> int:
@@ -490,3 +501,40 @@ def source_uuids(conversation: Conversation) -> set[str]:
         if isinstance(metadata, dict):
             ids |= follow.source_ids(metadata)
     return ids
+
+
+def share_get(digest: str) -> ShareLink | None:
+    """The link with this token digest, with its conversation (one query)."""
+    return ShareLink.objects.select_related("conversation").filter(digest=digest).first()
+
+
+def share_by_id(share_id: int) -> ShareLink | None:
+    return ShareLink.objects.filter(pk=share_id).first()
+
+
+def share_list(conversation: Conversation) -> list[ShareLink]:
+    """A conversation's links, newest first (bounded: a link is made by hand)."""
+    return list(ShareLink.objects.filter(conversation=conversation).order_by("-created_at", "-id"))
+
+
+def share_data(link: ShareLink) -> dict[str, Any]:
+    """A link as the API lists it: its scope, expiry and views, never its token."""
+    return {
+        "id": link.pk,
+        "conversation_id": str(link.conversation_id),
+        "up_to_seq": link.up_to_seq,
+        "vision": link.vision,
+        "shape": link.shape or None,
+        "images": link.images,
+        "created_at": link.created_at,
+        "expires_at": link.expires_at,
+        "revoked_at": link.revoked_at,
+        "view_count": link.view_count,
+        "last_viewed_at": link.last_viewed_at,
+    }
+
+
+def block_total_through(conversation: Conversation, last_seq: int) -> int:
+    """Blocks in messages 0..last_seq: a frozen link's total."""
+    rows = Message.objects.filter(conversation=conversation, seq__lte=last_seq)
+    return int(rows.aggregate(n=Sum("block_count"))["n"] or 0)
