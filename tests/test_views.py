@@ -872,6 +872,42 @@ def test_download_serves_the_bytes_of_the_api_replay(
     assert operator_client.get(link.attrs["href"]).content == api.content
 
 
+@pytest.mark.parametrize(("vision", "shape"), TOGGLES)
+def test_markdown_export_is_the_api_markdown_and_renders_the_projection(
+    operator_client: Client, rich: Conversation, token: str, vision: bool, shape: str
+) -> None:
+    params = {"vision": int(vision), "shape": shape}
+    api = Client().get(
+        f"/api/conversations/{rich.id}/markdown",
+        params,
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert api.status_code == 200
+    assert api["Content-Type"] == "text/markdown; charset=utf-8"
+    root = page(operator_client.get(detail_url(rich, **params)))
+    link = root.by_id("export-markdown")
+    assert link is not None
+    download = operator_client.get(link.attrs["href"])
+    assert download.content == api.content
+    assert download["Content-Disposition"].startswith("attachment;")
+    text = download.content.decode()
+    payload = selectors.replay_payload(rich, vision=vision, shape=shape)
+    projection = text[text.index("## Projection") :]
+    for message in payload["messages"]:
+        if isinstance(message["content"], str):
+            assert message["content"] in projection
+
+
+def test_markdown_export_refuses_outsiders_and_bad_toggles(
+    outsider_client: Client, client: Client, operator_client: Client, rich: Conversation
+) -> None:
+    url = f"/c/{rich.id}/export.md"
+    assert outsider_client.get(url).status_code == 403
+    assert client.get(url).status_code == 302
+    assert operator_client.get(url, {"shape": "<b>x</b>"}).status_code == 400
+    assert Client().get(f"/api/conversations/{rich.id}/markdown").status_code == 401
+
+
 def test_download_does_not_accept_a_bearer_token_alone(
     client: Client, rich: Conversation, token: str
 ) -> None:

@@ -28,6 +28,11 @@ urlpatterns = [
         name="api-replay",
     ),
     path(
+        "api/conversations/<str:conversation_id>/markdown",
+        views.markdown_export,
+        name="api-markdown",
+    ),
+    path(
         "api/conversations/<str:conversation_id>/context",
         views.context,
         name="api-context",

@@ -399,6 +399,15 @@ def replay_payload(request: HttpRequest, conversation_id: str) -> HttpResponse:
     return HttpResponse(body, content_type="application/json")
 
 
+@api("GET")
+def markdown_export(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    """The conversation as Markdown (record, then projection) for `?vision=&shape=`."""
+    found = _conversation(conversation_id)
+    options = replay_options(request)
+    body = selectors.markdown_export(found, vision=options.vision, shape=options.shape)
+    return HttpResponse(body, content_type="text/markdown; charset=utf-8")
+
+
 @api("POST")
 def imports(request: HttpRequest) -> HttpResponse:
     """A transcript file as the body (SPEC §6): 201 with the new conversation, or 200 with

@@ -631,6 +631,8 @@ def conversation_page(
         ),
         "download_url": reverse("replay-download", args=[str(conversation.id)]) + query(**options),
         "windows_url": windows,
+        "markdown_url": reverse("markdown-download", args=[str(conversation.id)])
+        + query(**options),
         "earlier_url": (
             windows + "&" + urlencode({"before": first}) if earlier and first > 0 else ""
         ),

@@ -171,6 +171,7 @@ def _page_context(
         "share_state": "active",
         "socket_url": "" if link.frozen else socket_url(token, opts),
         "download_url": prefix(token) + "replay.json?" + opts.urlencode(),
+        "markdown_url": "",  # the export is the whole record: operators only
         "total_blocks": (
             selectors.block_total_through(conversation, link.up_to_seq)
             if link.up_to_seq is not None

@@ -16,6 +16,7 @@ urlpatterns = [
     ),
     path("c/<str:conversation_id>/diff", views.conversation_diff, name="conversation-diff"),
     path("c/<str:conversation_id>/replay.json", views.replay_download, name="replay-download"),
+    path("c/<str:conversation_id>/export.md", views.markdown_download, name="markdown-download"),
     path(
         "c/<str:conversation_id>/m/<int:seq>/b/<int:block>/text",
         views.block_text,

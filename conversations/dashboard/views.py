@@ -327,6 +327,24 @@ def replay_download(
 
 @require_GET
 @operator_required
+@_options
+def markdown_download(
+    request: HttpRequest, conversation_id: str, *, vision: bool, shape: replay.Shape
+) -> HttpResponse:
+    """The same Markdown as GET /api/conversations/ID/markdown, as a file to save."""
+    conversation = _conversation(conversation_id)
+    response = HttpResponse(
+        selectors.markdown_export(conversation, vision=vision, shape=shape),
+        content_type="text/markdown; charset=utf-8",
+    )
+    name = f"conversation-{conversation.id}-{shape}-vision-{'on' if vision else 'off'}.md"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@require_GET
+@operator_required
 def block_image(request: HttpRequest, conversation_id: str, seq: int, block: int) -> HttpResponse:
     return image_response(_conversation(conversation_id), seq, block)
 

@@ -16,7 +16,7 @@ import orjson
 from django.db.models import Count, F, Func, IntegerField, Min, Q, QuerySet, Sum, TextField, Value
 from django.db.models.functions import Substr
 
-from conversations.core import follow, preview, replay
+from conversations.core import follow, markdown, preview, replay
 from conversations.core.blocks import BlockKind, kind_of
 from conversations.core.search import INDEXED_CHARS, block_text, parse_query, snippet
 from conversations.record.models import (
@@ -426,6 +426,24 @@ def replay_json(
 ) -> bytes:
     """The projection as bytes: the API's replay and the page's download serve exactly these."""
     return orjson.dumps(replay_payload(conversation, vision=vision, shape=shape, stop=stop))
+
+
+def markdown_export(conversation: Conversation, *, vision: bool, shape: replay.Shape) -> str:
+    """The conversation as Markdown: its record, then the projection `replay.project` gives
+    for these options (the same payload the replay serves)."""
+    rows = message_rows(conversation)
+    stored = stored_messages(rows)
+    record = [
+        markdown.RecordMessage(row.seq, row.created_at.isoformat(timespec="seconds"), message)
+        for row, message in zip(rows, stored, strict=True)
+    ]
+    return markdown.conversation_markdown(
+        title=conversation.title or str(conversation.id),
+        record=record,
+        payload=replay.project(stored, vision=vision, shape=shape),
+        shape=shape,
+        vision=vision,
+    )
 
 
 def block_total(conversation: Conversation) -> int:

@@ -1,0 +1,131 @@
+"""A conversation as Markdown: the record, message by message, then the projection.
+
+Pure (no Django). The projection half prints the payload `replay.project` returned, never a
+re-derivation of it. Every stored or projected text goes in a code fence longer than any
+run of backticks inside it, so recorded content cannot close the fence or become markup.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import assert_never
+
+from conversations.core.blocks import (
+    Block,
+    ImageBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    label,
+)
+from conversations.core.replay import (
+    ImagePart,
+    Payload,
+    Shape,
+    StoredMessage,
+    TextPart,
+    WireMessage,
+)
+
+_BACKTICKS = re.compile(r"`+")
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMessage:
+    """One stored message with what the record says about it besides its blocks."""
+
+    seq: int
+    created_at: str  # ISO 8601, UTC
+    message: StoredMessage
+
+
+def fence(text: str, info: str = "") -> str:
+    """`text` in a backtick fence longer than any backtick run in it (at least three)."""
+    longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    body = text if text.endswith("\n") else text + "\n"
+    return f"{ticks}{info}\n{body}{ticks}"
+
+
+def inline(text: str) -> str:
+    """A short label as inline code that its own backticks or newlines cannot break."""
+    flat = " ".join(text.split())
+    longest = max((len(run) for run in _BACKTICKS.findall(flat)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") or not flat else ""
+    return f"{ticks}{pad}{flat}{pad}{ticks}"
+
+
+def block_markdown(block: Block) -> str:
+    """One stored block: its label, then its content fenced (images by type and size only)."""
+    head = f"**{label(block)}**"
+    match block:
+        case TextBlock():
+            return f"{head}\n\n{fence(block.text)}"
+        case ReasoningBlock():
+            return f"{head}\n\n{fence(block.text)}"
+        case ToolUseBlock():
+            pretty = json.dumps(json.loads(block.input_json), indent=2, ensure_ascii=False)
+            return f"{head} {inline(block.name)} id {inline(block.id)}\n\n{fence(pretty, 'json')}"
+        case ToolResultBlock():
+            return f"{head} {inline(block.name)} for {inline(block.tool_use_id)}\n\n" + fence(
+                block.content
+            )
+        case ImageBlock():
+            size = len(block.data) * 3 // 4  # base64 → bytes, near enough to name a size
+            return f"{head} {inline(block.media_type)}, about {size:,} bytes (not embedded)"
+        case _:
+            assert_never(block)
+
+
+def _part_markdown(part: TextPart | ImagePart) -> str:
+    if part["type"] == "text":
+        return f"text part\n\n{fence(part['text'])}"
+    # An image part: name its type, never paste its data.
+    if part["type"] == "image":
+        media = part["source"]["media_type"]
+    else:
+        url = part["image_url"]["url"]
+        media = url[5 : url.find(";")] if url.startswith("data:") and ";" in url else "image"
+    return f"image part {inline(media)} (not embedded)"
+
+
+def _wire_markdown(index: int, message: WireMessage) -> str:
+    content = message["content"]
+    out = [f"### {index + 1}. {message['role']}"]
+    if isinstance(content, str):
+        out.append(fence(content))
+    else:
+        out.extend(_part_markdown(part) for part in content)
+    return "\n\n".join(out)
+
+
+def conversation_markdown(
+    *,
+    title: str,
+    record: Sequence[RecordMessage],
+    payload: Payload,
+    shape: Shape,
+    vision: bool,
+) -> str:
+    """The whole export: a title, the record's messages, then `payload` (the projection
+    `replay.project` gave for these options) wire message by wire message."""
+    heading = " ".join(title.split()) or "Untitled conversation"
+    out = [f"# {heading}", "## Record"]
+    if not record:
+        out.append("No messages.")
+    for m in record:
+        out.append(f"### #{m.seq} {m.message.role} · {m.created_at}")
+        out.extend(block_markdown(b) for b in m.message.blocks)
+        if not m.message.blocks:
+            out.append("No blocks.")
+    out.append(f"## Projection ({shape}, vision {'on' if vision else 'off'})")
+    system = payload.get("system")
+    if isinstance(system, str):
+        out.append(f"### system (the request's `system`)\n\n{fence(system)}")
+    out.extend(_wire_markdown(i, wm) for i, wm in enumerate(payload["messages"]))
+    return "\n\n".join(out) + "\n"
