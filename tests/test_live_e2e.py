@@ -75,17 +75,21 @@ def articles_of(html: str) -> list[Article]:
 
 
 def totals_of(html: str) -> tuple[int, int, str] | None:
-    match = TOTALS.search(html)
-    if match is None:
-        return None
-    return int(match["messages"]), int(match["blocks"]), match.group(0)
+    """The newest totals in the HTML: a packed resync frame carries one per message, and
+    the page, like this, keeps the largest."""
+    found = [(int(m["messages"]), int(m["blocks"]), m.group(0)) for m in TOTALS.finditer(html)]
+    return max(found, default=None)
 
 
 def parse_frame(frame: str) -> tuple[list[Article], tuple[int, int, str] | None]:
     """A frame is message articles, the totals and the pressure view, and nothing else."""
     articles = articles_of(frame)
     totals = totals_of(frame)
-    pressure = PRESSURE.search(frame)
+    pressure = max(
+        PRESSURE.finditer(frame),
+        key=lambda m: (int(m["messages"]), int(m["blocks"])),
+        default=None,
+    )
     rest = PRESSURE.sub("", TOTALS.sub("", ARTICLE.sub("", frame)))
     assert rest.strip() == "", f"unexpected content in a frame: {rest[:300]!r}"
     assert totals is not None, f"a frame without totals: {frame[:300]!r}"
