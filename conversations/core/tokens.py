@@ -29,6 +29,7 @@ from conversations.core.blocks import (
     ToolResultBlock,
     ToolUseBlock,
     image_marker,
+    kind_of,
 )
 from conversations.core.replay import EMPTY_MESSAGE, Shape, StoredMessage, prose
 
@@ -186,21 +187,7 @@ def block_tokens(block: Block, *, vision: bool, shape: Shape) -> int:
 def count_kind(block: Block, role: Role) -> CountKind:
     """The kind a block's tokens are reported under: everything a system message holds is
     `system`; otherwise the block's own kind."""
-    if role == "system":
-        return "system"
-    match block:
-        case TextBlock():
-            return "text"
-        case ToolUseBlock():
-            return "tool_use"
-        case ToolResultBlock():
-            return "tool_result"
-        case ReasoningBlock():
-            return "reasoning"
-        case ImageBlock():
-            return "image"
-        case _:
-            assert_never(block)
+    return "system" if role == "system" else kind_of(block)
 
 
 @dataclass(frozen=True, slots=True)
