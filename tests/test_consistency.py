@@ -197,3 +197,60 @@ def record_problem(record: dict[str, Any]) -> str:
         if [b["seq"] for b in message["blocks"]] != list(range(len(message["blocks"]))):
             return f"message {message['seq']} has blocks {[b['seq'] for b in message['blocks']]}"
     return ""
+
+
+# -- a live frame read while its message grows ---------------------------------------------
+
+
+@contextmanager
+def before_reading_messages(work: Callable[[], None]) -> Iterator[None]:
+    """Commit `work` from another connection just before this one first reads messages
+    (after it has read the conversation's row)."""
+    done = False
+
+    def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        nonlocal done
+        if not done and sql.lstrip().startswith("SELECT") and 'FROM "conversations_message"' in sql:
+            done = True
+            elsewhere(work)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(wrapper):
+        yield
+    assert done, "no message query ran"
+
+
+def margin_tokens(html: str, seq: int) -> str:
+    import re
+
+    article = html[html.index(f'<article id="m-{seq}"') :]
+    article = article[: article.index("</article>")]
+    found = re.search(r'class="tokens" data-tokens="(\d+)"', article)
+    assert found is not None, "the message has no margin count"
+    return found.group(1)
+
+
+def test_a_frame_whose_message_grew_mid_render_counts_the_blocks_it_shows() -> None:
+    """An agent creates a message with no blocks, then streams a block into it: the frame
+    rendered for the first event reads the conversation's row, then (after the block's
+    commit) the message with its block. Its margin count is of that block, as a page
+    rendered now shows it; before, it was the cached count of the empty message, and the
+    block's own event was then skipped as already sent (the scale-out flake)."""
+    from conversations.live import fragments
+
+    conversation = services.conversation_create(title="Growing")
+    services.message_append(conversation=conversation, role="user", blocks=[text("hello")])
+    message, _ = services.message_append(conversation=conversation, role="assistant", blocks=[])
+    cid = str(conversation.pk)
+    fragments.messages_frame(cid, [1], True, "openai")  # warm: the empty message counted
+
+    def stream() -> None:
+        services.block_append(
+            message=Message.objects.get(pk=message.pk), block=text("a streamed answer " * 40)
+        )
+
+    with before_reading_messages(stream):
+        raced = fragments.messages_frame(cid, [1], True, "openai")
+    fresh = fragments.messages_frame(cid, [1], True, "openai")
+    assert raced.counts == fresh.counts == {1: 1}
+    assert margin_tokens(raced.html, 1) == margin_tokens(fresh.html, 1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import secrets
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, assert_never, cast
@@ -245,17 +245,30 @@ def pressure_view(p: counts.Pressure, total_blocks: int) -> PressureView:
     )
 
 
-def margin_counts(p: counts.Pressure, seqs: Collection[int]) -> dict[int, TokensView]:
-    """The margin counts of the messages shown (a page's window, a frame's messages)."""
-    out: dict[int, TokensView] = {}
+def counted_of(p: counts.Pressure, seq: int) -> counts.Counted | None:
+    """Message `seq`'s count in the pressure, if it was counted."""
     # Seqs are dense from 0, so a message's position is its seq (checked, not assumed).
-    for seq in seqs:
-        i = seq if seq < len(p.messages) and p.messages[seq].seq == seq else None
-        if i is None:
-            i = next((k for k, c in enumerate(p.messages) if c.seq == seq), None)
-        if i is None:
-            continue
-        out[seq] = tokens_view(p.messages[i])
+    if seq < len(p.messages) and p.messages[seq].seq == seq:
+        return p.messages[seq]
+    return next((c for c in p.messages if c.seq == seq), None)
+
+
+def margin_counts(
+    conversation: Conversation, p: counts.Pressure, rows: Sequence[selectors.PreviewRow]
+) -> dict[int, TokensView]:
+    """The margin counts of the messages shown (a page's window, a frame's messages).
+
+    A message may grow between reading the conversation's row (which keys the pressure)
+    and reading its own: its margin then counts exactly the blocks shown, or a live
+    frame would hold a count its next event never corrects.
+    """
+    out: dict[int, TokensView] = {}
+    for row in rows:
+        counted = counted_of(p, row.seq)
+        if counted is None or counted.blocks != row.block_count:
+            counted = counts.counted_at(conversation, row.seq, row.block_count, p.options)
+        if counted is not None:
+            out[row.seq] = tokens_view(counted)
     return out
 
 
@@ -618,7 +631,7 @@ def conversation_page(
             rows,
             vision=vision,
             shape=shape,
-            margin=margin_counts(pressure, {r.seq for r in rows}),
+            margin=margin_counts(conversation, pressure, rows),
         ),
         "conversation": conversation,
         "vision": vision,

@@ -64,7 +64,7 @@ def messages_frame(
     pressure = counts.pressure(
         conversation, ReplayOptions(vision, shape), query=dict(view), total_blocks=total_blocks
     )
-    margin = presenters.margin_counts(pressure, set(wanted))
+    margin = presenters.margin_counts(conversation, pressure, rows)
     views = presenters.message_views(conversation, rows, vision=vision, shape=shape, margin=margin)
     if not images:
         views = shared.withhold_images(views)

@@ -64,6 +64,7 @@ class Counted:
     count: tokens.MessageCount
     usage: tokens.Usage | None
     model: str
+    blocks: int = -1  # how many of the message's blocks were counted (-1: not said)
 
 
 # (conversation, message seq, block seq, toggles) → tokens; toggles are () for every kind
@@ -101,6 +102,7 @@ def _count_row(
         count,
         tokens.usage_of(row.metadata),
         model if isinstance(model, str) else "",
+        len(row.blocks),
     )
 
 
@@ -129,6 +131,23 @@ def message_counts(conversation: Conversation, options: ReplayOptions) -> list[C
                 messages_cache.put(key, counted)
                 found[row.seq] = counted
     return [found[seq] for seq in sorted(found)]
+
+
+def counted_at(
+    conversation: Conversation, seq: int, blocks: int, options: ReplayOptions
+) -> Counted | None:
+    """One message's count as it stood with its first `blocks` blocks (what a frame shows
+    when the message grew between the frame's reads); None if it has fewer."""
+    key = (conversation.id, seq, blocks, options.vision, options.shape)
+    hit = messages_cache.get(key)
+    if hit is not None:
+        return hit
+    rows = selectors.message_rows(conversation, start=seq, stop=seq + 1, image_data=False)
+    if len(rows) != 1 or len(rows[0].blocks) < blocks:
+        return None
+    counted = _count_row(conversation.id, rows[0]._replace(blocks=rows[0].blocks[:blocks]), options)
+    messages_cache.put(key, counted)
+    return counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,7 +281,7 @@ def preview(
         )
         model = old.model if old is not None else ""
         usage = old.usage if old is not None else None
-        counted.append(Counted(seq, row.role, count, usage, model))
+        counted.append(Counted(seq, row.role, count, usage, model, len(row.blocks)))
     after = _pressure(conversation, options, counted, query, policy)
     return Preview(before, after, compacted, policy)
 
