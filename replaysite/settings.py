@@ -156,6 +156,9 @@ REPLAY_MAX_IMAGE_PIXELS = env_int("REPLAY_MAX_IMAGE_PIXELS", 40_000_000)
 # and how often a socket renews its group membership (layers expire members).
 REPLAY_BROADCAST_TIMEOUT = env_int("REPLAY_BROADCAST_TIMEOUT_MS", 500) / 1000
 REPLAY_GROUP_REFRESH_SECONDS = env_int("REPLAY_GROUP_REFRESH_SECONDS", 60)
+# A conversation whose adds come faster than 20 a second gets at most one live frame per
+# this many ms per watcher, carrying all of them (0: one frame per add, always).
+REPLAY_LIVE_BURST_MS = env_int("REPLAY_LIVE_BURST_MS", 250, minimum=0)
 # Live sockets one user may hold on one server process; the next is closed with 4429.
 REPLAY_MAX_SOCKETS_PER_USER = env_int("REPLAY_MAX_SOCKETS_PER_USER", 50)
 # Share links (SPEC §8): off with REPLAY_SHARING=0; open share sockets check their link

@@ -35,6 +35,13 @@ class Boom(Exception):
 
 
 @pytest.fixture(autouse=True)
+def one_event_per_add(settings: Any) -> None:
+    # What each service announces, as it announces it: bursts are told as one event by
+    # the outbox (tests/test_bursts.py), which these tests would otherwise see.
+    settings.REPLAY_LIVE_BURST_MS = 0
+
+
+@pytest.fixture(autouse=True)
 def fresh_channel_layer() -> Iterator[None]:
     # Layers are cached per process; each test gets its own (and its own event loop).
     channel_layers.backends = {}

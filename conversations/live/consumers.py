@@ -330,22 +330,37 @@ class ConversationConsumer(Watcher):
         await self.resync()
 
     async def conversation_message_added(self, event: events.MessageAdded) -> None:
-        await self.changed(event["message_seq"], event["block_count"])
+        await self.changed((event["message_seq"], event["block_count"]))
 
     async def conversation_block_added(self, event: events.BlockAdded) -> None:
-        await self.changed(event["message_seq"], event["block_seq"] + 1)
+        await self.changed((event["message_seq"], event["block_seq"] + 1))
 
-    async def changed(self, seq: int, blocks: int) -> None:
+    async def conversation_changed(self, event: events.Changed) -> None:
+        await self.changed(*((int(seq), int(blocks)) for seq, blocks in event["positions"]))
+
+    async def changed(self, *positions: tuple[int, int]) -> None:
+        """Messages now end at these (seq, block count) positions, in seq order."""
         # One change at a time per socket: the refresh task and event handlers interleave.
         async with self.lock:
-            if self.reloading or seq < self.first or self.held.get(seq, -1) >= blocks:
-                return  # reloading, before the client's window, or already sent
-            if not self.tail and seq >= self.first + self.span:
-                return  # past a window away from the end: "Load later" brings it
-            if seq > self.first and seq - 1 not in self.held:
-                await self._resync()  # an earlier message went missing in the layer
-                return
-            await self.push(await self.render(seq, blocks))
+            if self.reloading:
+                return  # the client reports its window once it has loaded it
+            wanted: list[tuple[int, int]] = []
+            for seq, blocks in positions:
+                if seq < self.first or self.held.get(seq, -1) >= blocks:
+                    continue  # before the client's window, or already sent
+                if not self.tail and seq >= self.first + self.span:
+                    continue  # past a window away from the end: "Load later" brings it
+                if (
+                    seq > self.first
+                    and seq - 1 not in self.held
+                    and (not wanted or wanted[-1][0] != seq - 1)
+                ):
+                    await self._resync()  # an earlier message went missing in the layer
+                    return
+                wanted.append((seq, blocks))
+            rendered = [await self.render(seq, blocks) for seq, blocks in wanted]
+            for frame in fragments.pack(rendered):
+                await self.push(frame)
 
     async def push(self, frame: fragments.Frame) -> None:
         """Send a frame unless it holds nothing newer than the client has."""
@@ -396,6 +411,10 @@ class ListConsumer(Watcher):
     async def conversation_block_added(self, event: events.BlockAdded) -> None:
         # Name the state as message_added does: "message N has K blocks".
         await self.row(event["conversation_id"], event["message_seq"], event["block_seq"] + 1)
+
+    async def conversation_changed(self, event: events.Changed) -> None:
+        seq, blocks = event["positions"][-1]
+        await self.row(event["conversation_id"], seq, blocks)
 
     async def conversation_deleted(self, event: events.ConversationDeleted) -> None:
         await self.send(text_data=fragments.removed_row_html(event["conversation_id"]))

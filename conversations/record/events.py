@@ -13,7 +13,7 @@ import uuid
 import weakref
 from collections.abc import Iterable
 from functools import partial
-from typing import Literal, TypeAlias, TypedDict
+from typing import Literal, TypeAlias, TypedDict, cast
 
 from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import get_channel_layer
@@ -76,6 +76,16 @@ class AccessChanged(TypedDict):
     change: str
 
 
+class Changed(TypedDict):
+    """A burst of messages and blocks added to one conversation, told once: where each
+    message that changed now ends, as `[message seq, block count]` pairs in seq order
+    (at most `BURST_POSITIONS`, the latest; a watcher missing earlier ones resyncs)."""
+
+    type: Literal["conversation.changed"]
+    conversation_id: str
+    positions: list[list[int]]
+
+
 Event: TypeAlias = ConversationCreated | MessageAdded | BlockAdded | ConversationDeleted
 
 
@@ -116,9 +126,107 @@ def publish(event: Event) -> None:
 # Events waiting for their loop's sender, in order; past this many the oldest wait and
 # newer ones are dropped (logged): watchers resync from the database at the next event.
 OUTBOX_LIMIT = 10_000
-_outboxes: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, tuple[asyncio.Queue[tuple[list[str], dict[str, object]]], object]
-] = weakref.WeakKeyDictionary()
+# Events of one conversation closer together than this are a burst (an agent streaming
+# or flushing): its watchers get at most one frame per REPLAY_LIVE_BURST_MS, carrying
+# everything since, rather than one frame per event. Slower conversations are told each
+# event at once.
+BURST_GAP = 0.05
+BURST_POSITIONS = 300  # the most positions one `conversation.changed` carries
+Item: TypeAlias = tuple[list[str], dict[str, object]]
+_outboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Outbox] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _position(message: dict[str, object]) -> tuple[int, int] | None:
+    """(message seq, block count) an add event names; None for other events."""
+    match message["type"]:
+        case "conversation.message_added":
+            return int(cast(int, message["message_seq"])), int(cast(int, message["block_count"]))
+        case "conversation.block_added":
+            return int(cast(int, message["message_seq"])), int(cast(int, message["block_seq"])) + 1
+        case _:
+            return None
+
+
+class Outbox:
+    """One event loop's sender: events go out in order, one at a time, and a bursting
+    conversation's adds are held for a moment and told as one `conversation.changed`."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.queue: asyncio.Queue[Item | str] = asyncio.Queue(OUTBOX_LIMIT)
+        self.last_event: dict[str, float] = {}  # conversation → when its last add came
+        self.last_sent: dict[str, float] = {}  # conversation → when its last add went out
+        self.held: dict[str, dict[int, int]] = {}  # conversation → positions not yet told
+        self.task = loop.create_task(self.drain())  # kept alive by this outbox
+
+    def put(self, item: Item | str) -> None:
+        try:
+            self.queue.put_nowait(item)
+        except asyncio.QueueFull:
+            kind = item if isinstance(item, str) else item[1]["type"]
+            log.warning("could not publish %s: %d events wait already", kind, OUTBOX_LIMIT)
+
+    async def drain(self) -> None:
+        while True:
+            item = await self.queue.get()
+            try:
+                if isinstance(item, str):  # a held burst is due
+                    await self.flush(item)
+                else:
+                    await self.take(*item)
+            except Exception as exc:
+                _log_failure(item[1] if not isinstance(item, str) else {"type": "burst",
+                             "conversation_id": item}, exc)  # fmt: skip
+
+    async def take(self, groups: list[str], message: dict[str, object]) -> None:
+        conversation_id = str(message.get("conversation_id", ""))
+        position = _position(message)
+        window = settings.REPLAY_LIVE_BURST_MS / 1000
+        if position is None or window <= 0:
+            await self.flush(conversation_id)  # what was held goes first: order is kept
+            await _send(groups, message)
+            return
+        now = self.loop.time()
+        burst = now - self.last_event.get(conversation_id, -window) < BURST_GAP
+        self.last_event[conversation_id] = now
+        held = self.held.get(conversation_id)
+        if held is None and not burst:
+            self.last_sent[conversation_id] = now
+            await _send(groups, message)
+            self.forget_quiet(now)
+            return
+        if held is None:
+            held = self.held[conversation_id] = {}
+            due = self.last_sent.get(conversation_id, now) + window - now
+            self.loop.call_later(max(0.0, due), self.put, conversation_id)
+        seq, blocks = position
+        held[seq] = max(held.get(seq, 0), blocks)
+        if not burst:
+            await self.flush(conversation_id)  # the burst is over: tell it now
+
+    async def flush(self, conversation_id: str) -> None:
+        held = self.held.pop(conversation_id, None)
+        if not held:
+            return
+        self.last_sent[conversation_id] = self.loop.time()
+        event: Changed = {
+            "type": "conversation.changed",
+            "conversation_id": conversation_id,
+            "positions": [[seq, held[seq]] for seq in sorted(held)[-BURST_POSITIONS:]],
+        }
+        await _send([conversation_group(conversation_id), LIST_GROUP], dict(event))
+
+    def forget_quiet(self, now: float) -> None:
+        """Drop the times of conversations quiet for a while (bounded memory)."""
+        if len(self.last_event) < 1_000:
+            return
+        window = settings.REPLAY_LIVE_BURST_MS / 1000
+        for conversation_id, when in list(self.last_event.items()):
+            if now - when > max(window, BURST_GAP) and conversation_id not in self.held:
+                del self.last_event[conversation_id]
+                self.last_sent.pop(conversation_id, None)
 
 
 def _server_loop() -> asyncio.AbstractEventLoop | None:
@@ -135,24 +243,10 @@ def _server_loop() -> asyncio.AbstractEventLoop | None:
 
 def _post(loop: asyncio.AbstractEventLoop, groups: list[str], message: dict[str, object]) -> None:
     """On the loop: queue the event for the loop's one sender, which keeps their order."""
-    found = _outboxes.get(loop)
-    if found is None:
-        queue: asyncio.Queue[tuple[list[str], dict[str, object]]] = asyncio.Queue(OUTBOX_LIMIT)
-        found = (queue, loop.create_task(_drain(queue)))  # the task is kept alive here
-        _outboxes[loop] = found
-    try:
-        found[0].put_nowait((groups, message))
-    except asyncio.QueueFull:
-        log.warning("could not publish %s: %d events wait already", message["type"], OUTBOX_LIMIT)
-
-
-async def _drain(queue: asyncio.Queue[tuple[list[str], dict[str, object]]]) -> None:
-    while True:
-        groups, message = await queue.get()
-        try:
-            await _send(groups, message)
-        except Exception as exc:
-            _log_failure(message, exc)
+    outbox = _outboxes.get(loop)
+    if outbox is None:
+        outbox = _outboxes[loop] = Outbox(loop)
+    outbox.put((groups, message))
 
 
 def _log_failure(message: dict[str, object], exc: Exception) -> None:

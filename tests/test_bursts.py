@@ -1,0 +1,130 @@
+"""Bursts (issue 8 §4): adds to one conversation that come faster than 20 a second are told
+as one `conversation.changed` per REPLAY_LIVE_BURST_MS, carrying where every message that
+changed now ends; slower adds are told one by one, at once. Order is kept: what a burst
+held goes out before any later event of that conversation."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync, sync_to_async
+
+from conversations.record import events, services
+from tests.test_events import Member, append, fresh_channel_layer, text
+
+__all__ = ["fresh_channel_layer"]  # the layer of each test, from test_events
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WINDOW_MS = 1500
+GAP = 0.8  # seconds; wide, so that a slow database's appends still make a burst
+
+
+@pytest.fixture(autouse=True)
+def burst_window(settings: Any, monkeypatch: Any) -> None:
+    settings.REPLAY_LIVE_BURST_MS = WINDOW_MS
+    monkeypatch.setattr(events, "BURST_GAP", GAP)
+
+
+def test_a_burst_is_told_once_per_window_with_every_position() -> None:
+    conversation = services.conversation_create(title="Burst")
+    cid = str(conversation.id)
+
+    async def body() -> None:
+        page = await Member.join(events.conversation_group(cid))
+        everything = await Member.join(events.LIST_GROUP)
+        started = time.monotonic()
+
+        def burst() -> None:
+            first = append(conversation, "0")
+            services.block_append(message=first, block=text("0.1"))
+            for n in range(1, 12):
+                append(conversation, f"{n}", f"{n}.1")
+
+        await sync_to_async(burst)()
+        # The first add is told at once, as any add after a quiet moment is.
+        first = await page.next()
+        assert first["type"] == "conversation.message_added"
+        assert (first["message_seq"], first["block_count"]) == (0, 1)
+        # The rest: one event when the window since the first has passed, naming each
+        # message's last position in order (message 0 grew to 2 blocks meanwhile).
+        held = await page.next(seconds=5)
+        waited = time.monotonic() - started
+        assert held == {
+            "type": "conversation.changed",
+            "conversation_id": cid,
+            "positions": [[0, 2]] + [[n, 2] for n in range(1, 12)],
+        }
+        assert waited >= WINDOW_MS / 1000 * 0.9
+        assert await page.nothing()
+        # The list group is told the same, once.
+        assert [await everything.next(), await everything.next()] == [first, held]
+        assert await everything.nothing()
+
+    async_to_sync(body)()
+
+
+def test_an_add_after_a_quiet_moment_is_told_at_once() -> None:
+    conversation = services.conversation_create(title="Quiet")
+    cid = str(conversation.id)
+
+    async def body() -> None:
+        page = await Member.join(events.conversation_group(cid))
+        for n in range(3):
+            started = time.monotonic()
+            await sync_to_async(append)(conversation, f"{n}")
+            event = await page.next()
+            assert event["type"] == "conversation.message_added"
+            assert event["message_seq"] == n
+            assert time.monotonic() - started < 0.5
+            await page.nothing(GAP + 0.1)  # a quiet moment: longer than a burst's gap
+
+    async_to_sync(body)()
+
+
+def test_what_a_burst_held_goes_out_before_the_conversations_deletion() -> None:
+    conversation = services.conversation_create(title="Deleted mid-burst")
+    cid = str(conversation.id)
+
+    async def body() -> None:
+        page = await Member.join(events.conversation_group(cid))
+
+        def burst_then_delete() -> None:
+            for n in range(4):
+                append(conversation, f"{n}")
+            services.conversation_delete(conversation=conversation)
+
+        await sync_to_async(burst_then_delete)()
+        told = [await page.next() for _ in range(3)]
+        assert [e["type"] for e in told] == [
+            "conversation.message_added",
+            "conversation.changed",
+            "conversation.deleted",
+        ]
+        assert told[1]["positions"] == [[1, 1], [2, 1], [3, 1]]
+        assert await page.nothing()
+
+    async_to_sync(body)()
+
+
+def test_a_burst_past_its_bound_carries_only_the_latest_positions(monkeypatch: Any) -> None:
+    monkeypatch.setattr(events, "BURST_POSITIONS", 5)
+    conversation = services.conversation_create(title="Long burst")
+    cid = str(conversation.id)
+
+    async def body() -> None:
+        page = await Member.join(events.conversation_group(cid))
+
+        def burst() -> None:
+            for n in range(12):
+                append(conversation, f"{n}")
+
+        await sync_to_async(burst)()
+        assert (await page.next())["type"] == "conversation.message_added"
+        held = await page.next(seconds=5)
+        # Only the latest: a watcher holding less sees the gap and resyncs from the record.
+        assert held["positions"] == [[n, 1] for n in range(7, 12)]
+
+    async_to_sync(body)()
