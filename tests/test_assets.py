@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from django.contrib.staticfiles import finders
+from django.templatetags.static import static
+from django.test import Client
 
 ROOT = Path(__file__).resolve().parent.parent
 VENDOR = ROOT / "static" / "vendor"
@@ -102,3 +104,15 @@ def test_no_template_loads_anything_from_another_origin(path: Path) -> None:
             url = attr.group(3).strip().lower()
             assert not url.startswith(("http://", "https://", "//")), (path.name, tag.group(0))
     assert "unpkg.com" not in source and "jsdelivr" not in source and "cdnjs" not in source
+
+
+# -- /favicon.ico (issue 11) ------------------------------------------------------------
+
+
+def test_favicon_ico_redirects_to_the_svg_icon(client: Client) -> None:
+    response = client.get("/favicon.ico")
+    assert response.status_code == 302
+    assert response["Location"] == static("favicon.svg")
+    assert "max-age=86400" in response["Cache-Control"]
+    assert client.head("/favicon.ico").status_code == 302
+    assert client.post("/favicon.ico").status_code == 405
