@@ -116,3 +116,13 @@ def test_favicon_ico_redirects_to_the_svg_icon(client: Client) -> None:
     assert "max-age=86400" in response["Cache-Control"]
     assert client.head("/favicon.ico").status_code == 302
     assert client.post("/favicon.ico").status_code == 405
+
+
+def test_theme_script_runs_in_the_head_before_the_first_paint() -> None:
+    """Not deferred and not async, so data-theme is on <html> before the body is parsed."""
+    base = (TEMPLATES / "base.html").read_text()
+    head = base[: base.index("</head>")]
+    tags = [m.group(0) for m in TAG.finditer(head) if "replay-theme.js" in m.group(0)]
+    assert len(tags) == 1
+    assert not re.search(r"\b(defer|async)\b", tags[0])
+    assert finders.find("replay-theme.js")
