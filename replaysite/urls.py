@@ -2,7 +2,10 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from replaysite import assets
+
 urlpatterns = [
+    path("favicon.ico", assets.favicon, name="favicon"),
     path("", include("conversations.dashboard.urls")),
     path(
         "accounts/login/",

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from django.contrib.staticfiles import finders
+from django.templatetags.static import static
+from django.test import Client
 
 ROOT = Path(__file__).resolve().parent.parent
 VENDOR = ROOT / "static" / "vendor"
@@ -102,3 +104,25 @@ def test_no_template_loads_anything_from_another_origin(path: Path) -> None:
             url = attr.group(3).strip().lower()
             assert not url.startswith(("http://", "https://", "//")), (path.name, tag.group(0))
     assert "unpkg.com" not in source and "jsdelivr" not in source and "cdnjs" not in source
+
+
+# -- /favicon.ico (issue 11) ------------------------------------------------------------
+
+
+def test_favicon_ico_redirects_to_the_svg_icon(client: Client) -> None:
+    response = client.get("/favicon.ico")
+    assert response.status_code == 302
+    assert response["Location"] == static("favicon.svg")
+    assert "max-age=86400" in response["Cache-Control"]
+    assert client.head("/favicon.ico").status_code == 302
+    assert client.post("/favicon.ico").status_code == 405
+
+
+def test_theme_script_runs_in_the_head_before_the_first_paint() -> None:
+    """Not deferred and not async, so data-theme is on <html> before the body is parsed."""
+    base = (TEMPLATES / "base.html").read_text()
+    head = base[: base.index("</head>")]
+    tags = [m.group(0) for m in TAG.finditer(head) if "replay-theme.js" in m.group(0)]
+    assert len(tags) == 1
+    assert not re.search(r"\b(defer|async)\b", tags[0])
+    assert finders.find("replay-theme.js")

@@ -642,6 +642,35 @@ def test_toggle_links_carry_vision_and_shape(
     assert copy.attrs["data-url"] == download.attrs["href"]
 
 
+@pytest.mark.parametrize(("vision", "shape"), TOGGLES)
+def test_toggles_are_two_groups_each_with_one_current_choice(
+    operator_client: Client, rich: Conversation, vision: bool, shape: str
+) -> None:
+    root = page(operator_client.get(detail_url(rich, vision=int(vision), shape=shape)))
+    nav = root.find("nav", "toggles")
+    groups = [n for n in nav.iter() if n.attrs.get("role") == "group"]
+    assert [g.attrs["aria-label"] for g in groups] == ["Vision", "Shape"]
+    chosen = ["Vision on" if vision else "Vision off", {"openai": "OpenAI"}.get(shape, "Anthropic")]
+    for group, name in zip(groups, chosen, strict=True):
+        links = group.find_all("a")
+        assert len(links) == 2
+        assert [a.text for a in links if a.attrs.get("aria-current") == "true"] == [name]
+        assert [a.text for a in links if "active" in a.classes] == [name]
+
+
+def test_an_empty_conversation_says_it_has_no_messages_yet(
+    operator_client: Client, db: None
+) -> None:
+    empty = conversation_with("Just started")
+    root = page(operator_client.get(detail_url(empty)))
+    state = root.by_id("empty-state")
+    assert state is not None
+    assert state.text == "No messages yet — this page updates live as the agent writes."
+    assert message_ids(root) == []
+    one = conversation_with("One", ("user", [text("hello")]))
+    assert page(operator_client.get(detail_url(one))).by_id("empty-state") is None
+
+
 def test_htmx_toggle_returns_the_conversation_partial_and_pushes_the_url(
     operator_client: Client, rich: Conversation
 ) -> None:

@@ -595,6 +595,32 @@ def toggle(label: str, path: str, options: dict[str, object], active: bool) -> d
     return {"label": label, "url": path + query(**options), "active": active}
 
 
+def projection_toggles(
+    path: str, options: dict[str, object], *, vision: bool, shape: replay.Shape
+) -> list[dict[str, object]]:
+    """The page's two choices as two groups, each with exactly one option active. An
+    option's `prefix` (the group's name, visually hidden) makes its accessible name whole:
+    "Vision on", not "on"."""
+    return [
+        {
+            "key": "vision",
+            "label": "Vision",
+            "options": [
+                toggle("on", path, options | {"vision": 1}, vision) | {"prefix": "Vision "},
+                toggle("off", path, options | {"vision": 0}, not vision) | {"prefix": "Vision "},
+            ],
+        },
+        {
+            "key": "shape",
+            "label": "Shape",
+            "options": [
+                toggle("OpenAI", path, options | {"shape": "openai"}, shape == "openai"),
+                toggle("Anthropic", path, options | {"shape": "anthropic"}, shape == "anthropic"),
+            ],
+        },
+    ]
+
+
 def conversation_page(
     conversation: Conversation,
     *,
@@ -655,12 +681,7 @@ def conversation_page(
         "first_seq": first,
         "imported": import_view(conversation),
         "last_seq": last,
-        "toggles": [
-            toggle("Vision on", detail, options | {"vision": 1}, vision),
-            toggle("Vision off", detail, options | {"vision": 0}, not vision),
-            toggle("OpenAI", detail, options | {"shape": "openai"}, shape == "openai"),
-            toggle("Anthropic", detail, options | {"shape": "anthropic"}, shape == "anthropic"),
-        ],
+        "toggles": projection_toggles(detail, options, vision=vision, shape=shape),
     }
 
 

@@ -159,10 +159,10 @@ def _page_context(
     if not link.images:
         messages = withhold_images(messages)
     toggles = [
-        t
-        for t in context["toggles"]
-        if (link.vision is None and link.images and str(t["label"]).startswith("Vision"))
-        or (not link.shape and not str(t["label"]).startswith("Vision"))
+        group
+        for group in context["toggles"]
+        if (group["key"] == "vision" and link.vision is None and link.images)
+        or (group["key"] == "shape" and not link.shape)
     ]
     return context | {
         "messages": messages,
