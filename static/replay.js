@@ -91,9 +91,11 @@
     }
     var more = target.closest(".show-all");
     if (more) {
+      // The server's label says how much is folded ("show all 40 lines, 1.2 kB"): kept.
+      if (!more.hasAttribute("data-label")) { more.setAttribute("data-label", more.textContent); }
       var folded = more.previousElementSibling;
       var open = folded.classList.toggle("folded") === false;
-      more.textContent = open ? "show less" : "show all";
+      more.textContent = open ? "show less" : more.getAttribute("data-label");
     }
   });
 

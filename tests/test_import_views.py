@@ -89,8 +89,9 @@ def test_an_imported_claude_code_page_shows_gaps_provenance_and_the_divider(
     assert "system prompt: Claude Code session files do not record it" in page
     assert 'id="partial-payload"' in page  # the payload shown is not the whole request
     assert "Compacted here (manual) from 15808 tokens" in page
-    assert "claude-sonnet-4-5-20250929 · tokens in" in page
-    assert "source time 2025-10-10T21:56:10.872Z" in page
+    assert '<span class="meta meta-model" title="model: claude-sonnet-4-5-20250929">' in page
+    assert "measured 15,660 in · 148 out" in page  # the margin count holds the usage
+    assert '<time class="local source-time" datetime="2025-10-10T21:56:10.872000+00:00"' in page
 
 
 @pytest.mark.django_db

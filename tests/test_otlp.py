@@ -104,6 +104,16 @@ def test_protobuf_spans_land_in_the_conversation_they_name(token):
     assert reply.metadata["finish_reason"] == "stop"
 
 
+def test_a_spans_duration_is_kept_as_the_calls_latency(token):
+    inputs, outputs = chat_turns(1)[0]
+    timed = span(genai_attributes(inputs, outputs), start=1_700_000_000_000_000_000)
+    timed.end_time_unix_nano = timed.start_time_unix_nano + 2_345_678_901
+    assert post(request(timed).SerializeToString(), token).status_code == 200
+    conversation = TraceConversation.objects.get().conversation
+    assert conversation.messages.get(seq=2).metadata["latency_ms"] == 2345
+    assert "latency_ms" not in conversation.messages.get(seq=1).metadata  # not the user's
+
+
 def test_json_ids_are_hex_and_key_the_conversation_without_a_conversation_id(token):
     trace_id = bytes(range(16))
     inputs, outputs = chat_turns(1)[0]

@@ -490,6 +490,7 @@ REACHABLE = [
     "c/{id}/m/0/b/1/image",
     "c/{id}/m/0/b/0/text",  # "load the rest" of a block
     "c/{id}/m/1/wire",  # … and of a projection
+    "c/{id}/m/1/projection.json",  # "Copy projection"
     "c/{id}/messages?around=1",
     "c/{id}/messages?after=0",
 ]
@@ -500,6 +501,8 @@ NOT_REACHABLE = [
     "c/{other}/m/0/b/1/image",  # another conversation's image, by id
     "c/{other}/m/0/b/0/text",
     "c/{other}/m/1/wire",
+    "c/{other}/m/1/projection.json",
+    "c/{id}/m/1/record.json",  # "Copy record JSON" is the operator's: the whole record
     "c/{id}/shares",  # the sharing form
     "c/{id}/context",  # the compaction preview and the diff are the operator's tools
     "c/{id}/diff",

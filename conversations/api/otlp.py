@@ -130,6 +130,8 @@ def _metadata(span: otlp.GenAISpan, role: str, metadata: dict[str, Any]) -> dict
     out = dict(metadata) | {"trace_id": span.trace_id, "span_id": span.span_id}
     if role == "assistant":
         out.update(span.provenance)  # the model, usage and finish reasons of this call
+        if span.latency_ms is not None:
+            out["latency_ms"] = span.latency_ms  # the span's duration: the call's latency
     return out
 
 

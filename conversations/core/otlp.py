@@ -82,6 +82,12 @@ class GenAISpan:
     output_messages: Any
     provenance: dict[str, Any]
     service: str | None
+    end: int = 0  # the span's end (Unix ns): with `start`, the call's latency
+
+    @property
+    def latency_ms(self) -> int | None:
+        """How long the call took, in whole milliseconds; None when the span does not say."""
+        return (self.end - self.start) // 1_000_000 if self.end > self.start > 0 else None
 
     @property
     def key(self) -> str:
@@ -202,6 +208,7 @@ def _genai_span(span: Span, service: str | None) -> GenAISpan | None:
         output_messages=values.get(OUTPUT_MESSAGES),
         provenance={k: values[k] for k in PROVENANCE_ATTRIBUTES if k in values},
         service=service,
+        end=span.end_time_unix_nano,
     )
 
 

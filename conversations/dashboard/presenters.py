@@ -11,7 +11,7 @@ import json
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, assert_never, cast
 from urllib.parse import urlencode
 
@@ -33,7 +33,7 @@ FOLD_CHARS = 1500
 # Escaped UTF-8 bytes one side of one message may show (record; projection): both sides and
 # their markup stay under one live frame (positions.FRAME_BYTES) whatever is stored.
 SIDE_BYTES = 96 * 1024
-BLOCK_MARKUP = 700  # bytes a block's markup costs, besides its name, id and text
+BLOCK_MARKUP = 900  # bytes a block's markup costs, besides its name, id and text
 
 
 def folds(text: str) -> bool:
@@ -88,6 +88,14 @@ class BlockView:
     folded: bool = False
     truncated: Truncation | None = None
 
+    @property
+    def size_note(self) -> str:
+        return size_note(self.text, self.truncated)
+
+    @property
+    def fold_label(self) -> str:
+        return fold_label(self.text, self.truncated)
+
 
 @dataclass(frozen=True)
 class PartView:
@@ -97,6 +105,10 @@ class PartView:
     media_type: str = ""
     folded: bool = False
     truncated: Truncation | None = None
+
+    @property
+    def fold_label(self) -> str:
+        return fold_label(self.text, self.truncated)
 
 
 @dataclass(frozen=True)
@@ -283,16 +295,24 @@ class MessageView:
     text: str | None  # the wire content when it is one string (perhaps only its start)
     parts: list[PartView] = field(default_factory=list)
     folded: bool = False
-    provenance: str = ""  # model, tokens in/out, stop reason, source time (imports)
+    meta: list[MetaItem] = field(default_factory=list)  # model, tokens, stop, latency
+    source_time: datetime | None = None  # the source's own timestamp (imports), parsed
+    source_time_text: str = ""  # … or as stored, when it is not an ISO 8601 time
     boundary: str = ""  # a compaction boundary before this message, described
     tokens: TokensView | None = None
     block_count: int = 0  # stored blocks: the message's live position
     hidden_blocks: int = 0  # stored blocks past the ones shown
     truncated: Truncation | None = None  # of `text`
+    record_url: str = ""  # this message as the API's record has it (operators only)
+    projection_url: str = ""  # this message's wire message for the page's toggles
 
     @property
     def anchor(self) -> str:
         return f"m-{self.seq}"
+
+    @property
+    def fold_label(self) -> str:
+        return fold_label(self.text or "", self.truncated)
 
 
 @dataclass(frozen=True)
@@ -329,12 +349,24 @@ def pretty_input(input_json: str) -> str:
     return json.dumps(json.loads(input_json), indent=2, ensure_ascii=False)
 
 
+def message_record_url(conversation_id: object, message_seq: int) -> str:
+    return reverse("message-record", args=[str(conversation_id), message_seq])
+
+
+def message_projection_url(
+    conversation_id: object, message_seq: int, *, vision: bool, shape: str
+) -> str:
+    return reverse("message-projection", args=[str(conversation_id), message_seq]) + query(
+        vision=int(vision), shape=shape
+    )
+
+
 def block_full_text(row: selectors.BlockRow) -> str:
     """The whole text a block view shows the start of ("" for an image)."""
     value = selectors.block_value(row)
     match value:
         case replay.ToolUseBlock():
-            return pretty_input(value.input_json)
+            return input_text(value.input_json)
         case replay.ToolResultBlock():
             return value.content
         case replay.TextBlock() | replay.ReasoningBlock():
@@ -362,7 +394,7 @@ def block_view(
     match value:
         case replay.ToolUseBlock():
             if len(value.input_json) < selectors.PREVIEW_CHARS:  # loaded whole
-                pretty = pretty_input(value.input_json)
+                pretty = input_text(value.input_json)
                 text, cut = shown(pretty, preview.size(pretty))
             else:  # only the start is loaded: show it as stored
                 text, cut = shown(value.input_json, row.input_size)
@@ -479,6 +511,8 @@ def message_views(
                     image = next(images)
                     url = image_url(conversation.id, row.seq, image.seq)
                     parts.append(PartView("image", image_url=url, media_type=image.media_type))
+        margin_view = (margin or {}).get(row.seq)
+        stamp, stamp_text = source_time(row.metadata)
         views.append(
             MessageView(
                 seq=row.seq,
@@ -489,43 +523,24 @@ def message_views(
                 lifted=shape == "anthropic" and row.role == "system",
                 text=text,
                 parts=parts,
-                provenance=provenance(row.metadata),
+                meta=message_meta(
+                    row.metadata, usage_shown=margin_view is not None and bool(margin_view.usage)
+                ),
+                source_time=stamp,
+                source_time_text=stamp_text,
                 boundary=boundary(row.metadata),
-                tokens=(margin or {}).get(row.seq),
+                tokens=margin_view,
                 folded=text is not None and folds(text),
                 block_count=row.block_count,
                 hidden_blocks=row.block_count - len(block_views),
                 truncated=cut,
+                record_url=message_record_url(conversation.id, row.seq),
+                projection_url=message_projection_url(
+                    conversation.id, row.seq, vision=vision, shape=shape
+                ),
             )
         )
     return views
-
-
-def provenance(metadata: dict[str, Any]) -> str:
-    """A message's source provenance in one line: model, tokens in/out, stop reason, time."""
-    usage = metadata.get("usage") if isinstance(metadata.get("usage"), dict) else {}
-    assert isinstance(usage, dict)
-    tokens_in = usage.get("input_tokens", usage.get("prompt_tokens"))
-    tokens_out = usage.get("output_tokens", usage.get("completion_tokens"))
-    tokens_in = metadata.get("gen_ai.usage.input_tokens", tokens_in)
-    tokens_out = metadata.get("gen_ai.usage.output_tokens", tokens_out)
-    model = (
-        metadata.get("model")
-        or metadata.get("gen_ai.response.model")
-        or metadata.get("gen_ai.request.model")
-    )
-    stop = metadata.get("stop_reason") or metadata.get("finish_reason")
-    parts = []
-    if model:
-        parts.append(str(model))
-    if tokens_in is not None or tokens_out is not None:
-        parts.append(f"tokens in {tokens_in if tokens_in is not None else '?'} / out "
-                     f"{tokens_out if tokens_out is not None else '?'}")  # fmt: skip
-    if stop:
-        parts.append(f"stop: {stop}")
-    if metadata.get("timestamp"):
-        parts.append(f"source time {metadata['timestamp']}")
-    return " · ".join(parts)
 
 
 def boundary(metadata: dict[str, Any]) -> str:
@@ -649,6 +664,9 @@ def conversation_page(
     tools_query = query(**options, **(view or {}))
     return {
         "pressure": pressure_view(pressure, total_blocks),
+        "conversation_meta": conversation_meta(
+            conversation.metadata, model="" if "model" in (view or {}) else pressure.window.model
+        ),
         "context_url": reverse("conversation-context", args=[str(conversation.id)]) + tools_query,
         "diff_url": reverse("conversation-diff", args=[str(conversation.id)])
         + query(**options, b_vision=int(not vision)),
@@ -1008,3 +1026,199 @@ def shares_panel(conversation: Conversation, **extra: Any) -> dict[str, Any]:
         "expiry_choices": EXPIRY_CHOICES,
         "last_seq_stored": max(conversation.message_count - 1, 0),
     } | extra
+
+
+# Reading a conversation (issue 11): fold labels that say how much is folded, tool inputs on
+# one line when short, and the metadata operators look for, in the message header and the
+# page header. Every value read from metadata is checked for its type and cut to a bound;
+# anything else is left out (never "None"), and the templates escape what is shown.
+
+ONE_LINE_INPUT = 80  # characters: a tool input this short is shown as one line
+META_CHARS = 80  # characters of a metadata value shown in a header
+META_TITLE_CHARS = 300  # … and in its title
+CONVERSATION_META_ITEMS = 8
+# Conversation metadata shown elsewhere on the page, or not worth a header chip.
+MODEL_KEYS = ("model", "gen_ai.response.model", "gen_ai.request.model")
+CONVERSATION_META_HIDDEN = frozenset(
+    {*MODEL_KEYS, "import", "gaps", "linked", "linked_from", "compact_boundaries", "context_window"}
+)
+
+
+def input_text(input_json: str) -> str:
+    """A tool input as the record shows it: one line of JSON when that fits in
+    `ONE_LINE_INPUT` characters, else indented (key order kept either way)."""
+    value = json.loads(input_json)
+    one = json.dumps(value, ensure_ascii=False)  # newlines in strings stay escaped
+    if len(one) <= ONE_LINE_INPUT:
+        return one
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def line_count(text: str) -> int:
+    """Lines as an editor counts them: a final newline ends the last line, starts none."""
+    if not text:
+        return 0
+    return text.count("\n") + (0 if text.endswith("\n") else 1)
+
+
+def size_note(text: str, cut: Truncation | None) -> str:
+    """How much a text is: "40 lines, 1.2 kB" when it is shown whole, "first 400 lines,
+    65.5 kB of 81.2 kB" for its start (`cut`: its truncation); one line says its size."""
+    lines = line_count(text)
+    size = preview.human_size(preview.size(text))
+    what = f"{lines:,} lines, {size}" if lines > 1 else size
+    if cut is None:
+        return what
+    return f"first {what} of {preview.human_size(cut.size)}"
+
+
+def fold_label(text: str, cut: Truncation | None) -> str:
+    """The label of a fold's button: "show all 40 lines, 1.2 kB" (or, for a text shown in
+    part, "show the first 400 lines, 65.5 kB of 81.2 kB")."""
+    note = size_note(text, cut)
+    return f"show the {note}" if cut is not None else f"show all {note}"
+
+
+@dataclass(frozen=True)
+class MetaItem:
+    """One fact in a header: `kind` names it (a CSS hook), `text` is shown, `title` on hover."""
+
+    kind: str
+    text: str
+    title: str = ""
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _scalar(value: object) -> str | None:
+    """A metadata value worth a header: a non-empty string or a number (booleans as JSON
+    spells them); None for anything else (objects, lists, null)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, str) and value.strip():
+        return value
+    return None
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _item(kind: str, text: str, title: str) -> MetaItem:
+    return MetaItem(kind, _cut(text, META_CHARS), _cut(title, META_TITLE_CHARS))
+
+
+def _usage_title(metadata: dict[str, Any], tokens_in: int | None, tokens_out: int | None) -> str:
+    usage = metadata.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    parts = []
+    if tokens_in is not None:
+        cache = [
+            f"{label} {n:,}"
+            for key, label in (
+                ("cache_read_input_tokens", "cache read"),
+                ("cache_creation_input_tokens", "cache write"),
+            )
+            if (n := _count(usage.get(key)))
+        ]
+        parts.append(f"input {tokens_in:,}" + (f" (of which {', '.join(cache)})" if cache else ""))
+    if tokens_out is not None:
+        parts.append(f"output {tokens_out:,}")
+    return "Tokens the provider measured: " + "; ".join(parts)
+
+
+def latency_label(ms: float) -> str:
+    """850 ms, 2.4 s, 3 min 5 s."""
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    minutes, seconds = divmod(round(ms / 1000), 60)
+    return f"{minutes} min {seconds} s"
+
+
+def message_meta(metadata: object, *, usage_shown: bool = False) -> list[MetaItem]:
+    """What a message's metadata says about its turn, in header order: model, tokens in and
+    out (unless the margin count already shows the measured usage: `usage_shown`), stop
+    reason, latency. Keys of every importer and of OTel GenAI; absent or odd values give
+    nothing."""
+    if not isinstance(metadata, dict):
+        return []
+    items = []
+    model = _model(metadata)
+    if model is not None:
+        items.append(_item("model", model, f"model: {model}"))
+    measured = tokens.usage_of(metadata)
+    tokens_in = _count(measured.input) if measured is not None else None
+    tokens_out = _count(measured.output) if measured is not None else None
+    if tokens_in is None:
+        tokens_in = _count(metadata.get("gen_ai.usage.input_tokens"))
+    if tokens_out is None:
+        tokens_out = _count(metadata.get("gen_ai.usage.output_tokens"))
+    if not usage_shown and (tokens_in is not None or tokens_out is not None):
+        sides = ((tokens_in, "in"), (tokens_out, "out"))
+        said = " · ".join(f"{n:,} {side}" for n, side in sides if n is not None)
+        items.append(_item("tokens", said, _usage_title(metadata, tokens_in, tokens_out)))
+    stop = _scalar(metadata.get("stop_reason")) or _scalar(metadata.get("finish_reason"))
+    reasons = metadata.get("gen_ai.response.finish_reasons")
+    if stop is None and isinstance(reasons, list):
+        named = [r for r in reasons if isinstance(r, str) and r.strip()]
+        stop = ", ".join(named) or None
+    if stop is not None:
+        items.append(_item("stop", f"stop: {stop}", f"stop reason: {stop}"))
+    for key in ("latency_ms", "duration_ms"):
+        ms = metadata.get(key)
+        if isinstance(ms, int | float) and not isinstance(ms, bool) and 0 <= ms < 1e12:
+            items.append(_item("latency", latency_label(ms), f"latency: {ms:,} ms ({key})"))
+            break
+    return items
+
+
+def _model(metadata: dict[str, Any]) -> str | None:
+    return next((m for key in MODEL_KEYS if (m := _scalar(metadata.get(key))) is not None), None)
+
+
+def source_time(metadata: object) -> tuple[datetime | None, str]:
+    """The source's own timestamp of a message (`metadata.timestamp`, as imports keep it):
+    (the time in UTC, "") when it is ISO 8601 with a zone, else (None, the value as text)."""
+    if not isinstance(metadata, dict):
+        return None, ""
+    value = metadata.get("timestamp")
+    if not isinstance(value, str) or not value.strip():
+        return None, ""
+    try:
+        parsed = datetime.fromisoformat(value) if len(value) <= 64 else None
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        return None, _cut(value, META_CHARS)
+    return parsed.astimezone(UTC), ""
+
+
+def conversation_meta(metadata: object, *, model: str = "") -> list[MetaItem]:
+    """The page header's facts about the conversation: its model (`model`: the one a
+    message names, when the conversation names none), its source format, then up to
+    `CONVERSATION_META_ITEMS` other plain values of its metadata, by key."""
+    meta = metadata if isinstance(metadata, dict) else {}
+    items = []
+    named = _model(meta) or _scalar(model)
+    if named is not None:
+        items.append(_item("model", f"model {named}", f"model: {named}"))
+    source = meta.get("import")
+    if isinstance(source, dict) and (fmt := _scalar(source.get("format"))) is not None:
+        items.append(_item("source", f"source {fmt}", f"imported from {fmt}"))
+    shown = 0
+    for key in sorted(k for k in meta if isinstance(k, str)):
+        if shown == CONVERSATION_META_ITEMS:
+            break
+        value = _scalar(meta[key])
+        if key in CONVERSATION_META_HIDDEN or value is None:
+            continue
+        label = _cut(key, 40)
+        items.append(_item("key", f"{label} {value}", f"{key}: {value}"))
+        shown += 1
+    return items

@@ -92,6 +92,12 @@ def withhold_images(views: Sequence[presenters.MessageView]) -> list[presenters.
     ]
 
 
+def without_records(views: Sequence[presenters.MessageView]) -> list[presenters.MessageView]:
+    """The views with no "copy record JSON" link: the whole record (metadata, origins,
+    images) is for operators, as the Markdown export is."""
+    return [dataclasses.replace(view, record_url="") for view in views]
+
+
 def link_state(link: ShareLink, now: datetime | None = None) -> str:
     return link.state(now or timezone.now())
 
@@ -155,7 +161,7 @@ def _page_context(
 ) -> dict[str, Any]:
     """The dashboard's page context, narrowed to what the link shows."""
     conversation = context["conversation"]
-    messages = context["messages"]
+    messages = without_records(context["messages"])
     if not link.images:
         messages = withhold_images(messages)
     toggles = [
@@ -263,4 +269,15 @@ def wire_text(
     _in_scope(link, seq)
     return views.wire_text_response(
         request, link.conversation, seq, vision=opts.vision, shape=opts.shape
+    )
+
+
+@share_view
+def message_projection(
+    request: HttpRequest, link: ShareLink, token: str, opts: ReplayOptions, seq: int
+) -> HttpResponse:
+    """One message's wire message ("Copy projection"), with the link's toggles, in scope."""
+    _in_scope(link, seq)
+    return views.message_projection_response(
+        link.conversation, seq, vision=opts.vision, shape=opts.shape
     )

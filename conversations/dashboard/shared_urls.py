@@ -18,5 +18,6 @@ urlpatterns = [
     path("c/<str:conversation_id>/m/<int:seq>/b/<int:block>/image", shared.block_image),
     path("c/<str:conversation_id>/m/<int:seq>/b/<int:block>/text", shared.block_text),
     path("c/<str:conversation_id>/m/<int:seq>/wire", shared.wire_text),
+    path("c/<str:conversation_id>/m/<int:seq>/projection.json", shared.message_projection),
     re_path(r"^.*$", shared.not_here),  # a 404 that still carries the share headers
 ]

@@ -24,6 +24,16 @@ urlpatterns = [
     ),
     path("c/<str:conversation_id>/m/<int:seq>/wire", views.wire_text, name="wire-text"),
     path(
+        "c/<str:conversation_id>/m/<int:seq>/record.json",
+        views.message_record,
+        name="message-record",
+    ),
+    path(
+        "c/<str:conversation_id>/m/<int:seq>/projection.json",
+        views.message_projection,
+        name="message-projection",
+    ),
+    path(
         "c/<str:conversation_id>/m/<int:seq>/b/<int:block>/image",
         views.block_image,
         name="block-image",

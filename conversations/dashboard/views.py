@@ -292,6 +292,47 @@ def wire_text_response(
     return _plain(texts[part])
 
 
+@require_GET
+@operator_required
+def message_record(request: HttpRequest, conversation_id: str, seq: int) -> HttpResponse:
+    """One stored message exactly as GET /api/conversations/ID lists it (the page's "Copy
+    record JSON"; fetched on click, so a page never carries a message's whole record)."""
+    message = selectors.message_full(_conversation(conversation_id), seq)
+    if message is None:
+        raise Http404("No such message.")
+    return _json(orjson.dumps(selectors.message_data(message, message.blocks)))
+
+
+@require_GET
+@operator_required
+@_options
+def message_projection(
+    request: HttpRequest, conversation_id: str, seq: int, *, vision: bool, shape: replay.Shape
+) -> HttpResponse:
+    return message_projection_response(
+        _conversation(conversation_id), seq, vision=vision, shape=shape
+    )
+
+
+def message_projection_response(
+    conversation: Conversation, seq: int, *, vision: bool, shape: replay.Shape
+) -> HttpResponse:
+    """One message's wire message for these toggles, as the projection gives it (the page's
+    "Copy projection"): `{"role", "content"}`, the system role kept in either shape."""
+    message = selectors.message_full(conversation, seq)
+    if message is None:
+        raise Http404("No such message.")
+    (stored,) = selectors.stored_messages([message])
+    return _json(orjson.dumps(replay.project_message(stored, vision=vision, shape=shape)))
+
+
+def _json(body: bytes) -> HttpResponse:
+    response = HttpResponse(body, content_type="application/json")
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response
+
+
 def _plain(text: str) -> HttpResponse:
     response = HttpResponse(text, content_type="text/plain; charset=utf-8")
     response["X-Content-Type-Options"] = "nosniff"

@@ -539,7 +539,12 @@ class ShareConsumer(ConversationConsumer):
     def build(self, seqs: Sequence[int]) -> fragments.Frame:
         with shared.scoped_urls(self.token):
             return fragments.messages_frame(
-                self.conversation_id, seqs, self.vision, self.shape, images=self.link.images
+                self.conversation_id,
+                seqs,
+                self.vision,
+                self.shape,
+                images=self.link.images,
+                share=True,
             )
 
     def build_reload(self) -> fragments.Frame:

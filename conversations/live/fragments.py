@@ -46,6 +46,7 @@ def messages_frame(
     view: tuple[tuple[str, str], ...] = (),
     *,
     images: bool = True,
+    share: bool = False,
 ) -> Frame:
     """The `message` partial for each seq, in order, and the conversation's new totals and
     pressure (`view`: the page's model and window overrides).
@@ -53,7 +54,8 @@ def messages_frame(
     Blocks travel as the page shows them (long texts cut), so a one-message frame stays
     under `positions.FRAME_BYTES` whatever is stored; counting is cached, so only the
     messages that grew are recounted.
-    `images` False: a share link's, with no image URL on the record side.
+    `images` False: a share link's, with no image URL on the record side; `share`: a
+    share link's, with no link to a message's record JSON.
     """
     conversation = selectors.conversation_get(conversation_id)
     if conversation is None or not seqs:
@@ -66,6 +68,8 @@ def messages_frame(
     )
     margin = presenters.margin_counts(conversation, pressure, rows)
     views = presenters.message_views(conversation, rows, vision=vision, shape=shape, margin=margin)
+    if share:
+        views = shared.without_records(views)
     if not images:
         views = shared.withhold_images(views)
     parts = [render_to_string("conversations/detail.html#message", {"m": m}) for m in views]

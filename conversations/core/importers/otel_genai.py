@@ -96,7 +96,7 @@ def new_messages(
 def read_export(body: dict[str, Any]) -> Imported:
     """An OTLP/JSON export: spans grouped by `gen_ai.conversation.id` (else trace id), in
     start-time order, each group's spans merged with `new_messages`."""
-    groups: dict[str, list[tuple[int, str, dict[str, Any]]]] = {}
+    groups: dict[str, list[tuple[int, str, dict[str, Any], int]]] = {}
     spans_seen = 0
     for r, resource in enumerate(require(body["resourceSpans"], list, "resourceSpans", "an array")):
         for s, scope in enumerate(resource.get("scopeSpans") or []):
@@ -108,8 +108,9 @@ def read_export(body: dict[str, Any]) -> Imported:
                 if not any(key in attributes for key in ATTRIBUTES):
                     continue
                 key = str(attributes.get(CONVERSATION_ID) or span.get("traceId") or "")
-                start = int(span.get("startTimeUnixNano") or 0)
-                groups.setdefault(key, []).append((start, path, attributes))
+                start = _nanos(span.get("startTimeUnixNano"))
+                end = _nanos(span.get("endTimeUnixNano"))
+                groups.setdefault(key, []).append((start, path, attributes, end))
     if not groups:
         raise ImportFormatError("resourceSpans", f"no span carries {', '.join(ATTRIBUTES)}")
     results = [
@@ -119,6 +120,16 @@ def read_export(body: dict[str, Any]) -> Imported:
     first.linked = results[1:]
     first.stats["spans"] = spans_seen
     return first
+
+
+def _nanos(value: Any) -> int:
+    """A span time (Unix ns, a string or a number in OTLP/JSON); 0 when it is not one."""
+    if isinstance(value, bool):
+        return 0
+    try:
+        return max(int(value or 0), 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def attribute_map(attributes: list[Any], path: str) -> dict[str, Any]:
@@ -148,14 +159,16 @@ def any_value(value: Any) -> Any:
     return None
 
 
-def _merge(key: str, spans: list[tuple[int, str, dict[str, Any]]]) -> Imported:
+def _merge(key: str, spans: list[tuple[int, str, dict[str, Any], int]]) -> Imported:
     result = Imported(format="otel-genai", metadata={"conversation_id": key})
-    for _start, path, attributes in spans:
+    for start, path, attributes, end in spans:
         span = messages(attributes.get(SYSTEM), attributes.get(INPUT), attributes.get(OUTPUT))
         added = new_messages(result.messages, span.messages)
         offset = len(result.messages) - (len(span.messages) - len(added))
         provenance = {name: attributes[name] for name in SPAN_METADATA if name in attributes}
         provenance["span"] = path
+        if end > start > 0:  # the span's duration: the call's latency
+            provenance["latency_ms"] = (end - start) // 1_000_000
         for message in added:
             if message.role == "assistant":
                 message.metadata.update(provenance)
