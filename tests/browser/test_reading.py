@@ -31,7 +31,8 @@ DESKTOP = {"width": 1440, "height": 900}
 PHONE = {"width": 390, "height": 844}
 # Messages on screen: those with a part below the sticky header and above the bottom edge.
 VISIBLE = """() => {
-  const top = document.querySelector('.conv-head').getBoundingClientRect().bottom;
+  // The header sticks on desktops and scrolls away on phones: what it does not cover.
+  const top = Math.max(0, document.querySelector('.conv-head').getBoundingClientRect().bottom);
   return Array.from(document.querySelectorAll('#messages > .message')).filter(m => {
     const r = m.getBoundingClientRect();
     return r.bottom > top + 8 && r.top < window.innerHeight - 8;
