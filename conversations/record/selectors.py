@@ -13,10 +13,20 @@ from datetime import datetime
 from typing import Any, NamedTuple, assert_never, cast
 
 import orjson
-from django.db.models import Count, F, Func, IntegerField, Min, Q, QuerySet, Sum, TextField, Value
+from django.db.models import (
+    Count,
+    Func,
+    IntegerField,
+    Min,
+    Q,
+    QuerySet,
+    Sum,
+    TextField,
+    Value,
+)
 from django.db.models.functions import Substr
 
-from conversations.core import follow, markdown, preview, replay
+from conversations.core import follow, markdown, preview, replay, status
 from conversations.core.blocks import BlockKind, kind_of
 from conversations.core.search import INDEXED_CHARS, block_text, parse_query, snippet
 from conversations.record.models import (
@@ -68,11 +78,19 @@ def conversation_get(conversation_id: str | uuid.UUID) -> Conversation | None:
     return Conversation.objects.filter(pk=pk).first()
 
 
-def conversation_list(*, q: str = "") -> QuerySet[Conversation]:
+def conversation_list(
+    *, q: str = "", has_errors: bool = False, unanswered: bool = False
+) -> QuerySet[Conversation]:
     """Conversations, newest activity first; with a `q`, those whose title or one of whose
     blocks holds all its words (`core.search.parse_query`, which may raise QueryError),
-    found through the full-text index."""
+    found through the full-text index. `has_errors`: only those holding an error result;
+    `unanswered`: only those whose last message leaves a tool call unanswered (each read
+    from the conversation's row, through a partial index in this order)."""
     conversations = Conversation.objects.order_by("-updated_at", "-created_at", "id")
+    if has_errors:
+        conversations = conversations.filter(error_count__gt=0)
+    if unanswered:
+        conversations = conversations.filter(unanswered_calls__gt=0)
     query = parse_query(q)
     if not q.strip():
         return conversations
@@ -481,26 +499,10 @@ def image_block(conversation: Conversation, seq: int, block: int) -> tuple[str, 
     )
 
 
-def unanswered_tool_calls(conversations: Iterable[Conversation]) -> set[uuid.UUID]:
-    """The conversations whose last message holds a tool_use with no later result for it."""
-    last = dict(
-        Message.objects.filter(
-            conversation__in=list(conversations), seq=F("conversation__message_count") - 1
-        ).values_list("id", "conversation_id")
-    )
-    pending: dict[uuid.UUID, set[str]] = {}
-    tool_blocks = (
-        Block.objects.filter(message_id__in=last, type__in=["tool_use", "tool_result"])
-        .order_by("message_id", "seq")
-        .values_list("message_id", "type", "call_id")
-    )
-    for message_id, kind, call_id in tool_blocks:
-        open_calls = pending.setdefault(last[message_id], set())
-        if kind == "tool_use":
-            open_calls.add(call_id)
-        else:
-            open_calls.discard(call_id)
-    return {conversation_id for conversation_id, calls in pending.items() if calls}
+def conversation_model(conversation: Conversation) -> str:
+    """The model the conversation's latest message names, else the one its own metadata
+    names (an imported request body's `model`), else ""."""
+    return conversation.model or status.model_of(conversation.metadata)
 
 
 def tail_cursor(path: str) -> TailCursor | None:
