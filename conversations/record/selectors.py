@@ -104,6 +104,56 @@ def search_entries(q: str) -> QuerySet[SearchEntry]:
     return SearchEntry.objects.filter(Matches(parse_query(q)))
 
 
+class MessageSearch(NamedTuple):
+    """A condition on Message for a search, and whether more blocks matched than it holds."""
+
+    condition: Q
+    capped: bool
+
+
+MESSAGE_SEARCH_BLOCKS = 1000  # matching blocks a message search reads at most
+_PAIRS_PER_QUERY = 100  # conversations per lookup of their messages by seq
+
+
+def messages_matching(q: str, *, limit: int = MESSAGE_SEARCH_BLOCKS) -> MessageSearch:
+    """The messages `q` finds: every message of the conversation `q` names by id; else the
+    messages one of whose blocks holds every word of it (the first `limit` such blocks the
+    index gives), and every message of the conversations whose title does.
+
+    Bounded and index-backed: the full-text index answers the words, then messages are
+    looked up by (conversation, seq) for at most `limit` blocks, in a few queries; the
+    condition holds ids, never a scan. QueryError as `parse_query`.
+    """
+    try:
+        return MessageSearch(Q(conversation_id=uuid.UUID(q.strip())), False)
+    except ValueError:
+        pass
+    if parse_query(q).empty:
+        return MessageSearch(Q(pk__in=[]), False)
+    entries = search_entries(q)
+    titles = list(
+        entries.filter(message_seq__isnull=True).values_list("conversation_id", flat=True)
+    )
+    places = list(
+        entries.filter(message_seq__isnull=False)
+        .order_by()
+        .values_list("conversation_id", "message_seq")[: limit + 1]
+    )
+    capped = len(places) > limit
+    seqs: dict[uuid.UUID, set[int]] = {}
+    for conversation_id, message_seq in places[:limit]:
+        if message_seq is not None:  # always, by the filter: a block's entry
+            seqs.setdefault(conversation_id, set()).add(message_seq)
+    ids: list[int] = []
+    conversations = sorted(seqs)
+    for start in range(0, len(conversations), _PAIRS_PER_QUERY):
+        where = Q()
+        for conversation_id in conversations[start : start + _PAIRS_PER_QUERY]:
+            where |= Q(conversation_id=conversation_id, seq__in=sorted(seqs[conversation_id]))
+        ids += Message.objects.filter(where).values_list("pk", flat=True)
+    return MessageSearch(Q(pk__in=ids) | Q(conversation_id__in=titles), capped)
+
+
 class SearchHit(NamedTuple):
     """The first block of a conversation that a search found, and its text around it."""
 
