@@ -624,10 +624,10 @@ async def test_list_rows_pushed_live_carry_the_model_and_errors_columns(operator
         await sync_to_async(append_with_model)()
         row = await assert_row_is_fresh(await frame(ws), operator, cid)
         assert '<td class="model">claude-opus-4</td>' in row
-        assert '<td class="num errors"></td>' in row
+        assert '<td class="errors"></td>' in row
         await sync_to_async(add_block)(cid, 0, tool_result("call_1", "boom", is_error=True))
         row = await assert_row_is_fresh(await frame(ws), operator, cid)
-        assert '<td class="num errors">1</td>' in row and "unanswered tool call" not in row
+        assert '<td class="errors">1</td>' in row and "unanswered tool call" not in row
         assert await ws.receive_nothing(QUIET)
 
 

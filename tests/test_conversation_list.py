@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import uuid
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -21,8 +22,11 @@ from conversations.live import fragments
 from conversations.record import selectors, services
 from conversations.record.models import Block, Conversation, Message
 from conversations.record.schemas import BLOCK_ADAPTER
+from conversations.record.tail import Tail
 from tests.builders import text, tool_result, tool_use
 from tests.conftest import ApiClient
+from tests.taildata import COMPACT, PARALLEL, REJECTED, conversation_of, lines
+from tests.taildata import append as append_line
 from tests.test_views import list_rows, page, parse
 
 LIST = "/api/conversations"
@@ -142,6 +146,27 @@ def test_the_columns_agree_with_the_record_after_any_appends(db: None) -> None:
             seq = chooser.randrange(count) if chooser.random() < 0.3 else count - 1
             add(c, seq, chooser.choice(blocks)())
         assert columns(c) == recomputed(c)
+
+
+@pytest.mark.parametrize("source", [REJECTED, PARALLEL, COMPACT], ids=lambda p: p.stem)
+def test_a_session_followed_line_by_line_keeps_the_columns_its_import_gets(
+    db: None, tmp_path: Path, source: Path
+) -> None:
+    """`tail` grows the latest message block by block and merges its provenance (the
+    model among it); the row ends as the same file imported in one batch does."""
+    target = tmp_path / source.name
+    tail = Tail(tmp_path)
+    for line in lines(source):
+        append_line(target, line)
+        tail.discover()
+        tail.poll()
+    followed = conversation_of(target)
+    assert columns(followed) == recomputed(followed)
+    assert columns(followed)[2].startswith("claude")
+    outcome = services.transcript_import(
+        raw=source.read_bytes(), format="claude-code", title=None, file_name=None
+    )
+    assert columns(outcome.conversation) == columns(followed)
 
 
 def test_an_imported_request_body_shows_its_model(operator_client: Client, db: None) -> None:
@@ -293,7 +318,7 @@ def test_the_live_row_is_the_pages_row(operator_client: Client, three: Any) -> N
         assert rows(live) == {str(conversation.pk): listed[str(conversation.pk)]}
     live = fragments.row_html(str(three["open"].pk))
     assert '<td class="model">gpt-5</td>' in live and "unanswered tool call" in live
-    assert '<td class="num errors">1</td>' in fragments.row_html(str(three["errors"].pk))
+    assert '<td class="errors">1</td>' in fragments.row_html(str(three["errors"].pk))
 
 
 # -- the API -----------------------------------------------------------------------------

@@ -890,12 +890,9 @@ def _continue_latest(conversation: Conversation, step: follow.MoreBlocks) -> lis
     for block in blocks_in(step.blocks, "blocks"):
         block_append(message=message, block=block)
     # Its provenance names every line it was read from, as an import's does.
-    merged = follow.merge_provenance(message.metadata, step.metadata)
-    Message.objects.filter(pk=message.pk).update(metadata=merged)
-    # It is the latest message: the model it now names is the conversation's.
-    if model := status.model_of(merged):
-        Conversation.objects.filter(pk=conversation.pk).update(model=model)
-        conversation.model = model
+    Message.objects.filter(pk=message.pk).update(
+        metadata=follow.merge_provenance(message.metadata, step.metadata)
+    )
     return gaps
 
 

@@ -102,7 +102,8 @@ def test_number_columns_are_right_aligned_with_thousands_separators(
     row = page.locator(f"#c-{big.id}")
     count = row.locator("td.num").first
     expect(count).to_have_text("1,234")
-    for cell in (count, page.locator("th.num").first):
+    errors = row.locator("td.errors")
+    for cell in (count, errors, *page.locator("th.num").all()):
         assert cell.evaluate("e => getComputedStyle(e).textAlign") == "right"
     # Measured, not only declared: the figures end at the cell's right padding.
     text_right, cell_right, padding = count.evaluate(
