@@ -16,7 +16,7 @@ from django.contrib.auth.models import Permission
 from django.contrib.messages import get_messages
 from django.test import Client
 
-from conversations.record import events, services
+from conversations.record import events, selectors, services
 from conversations.record.models import ApiToken, Block, Conversation, Message
 from conversations.record.schemas import BLOCK_ADAPTER
 
@@ -231,6 +231,84 @@ def test_empty_message_previews_as_empty_message(admin_client: Client) -> None:
     page = admin_client.get(f"{MESSAGES}{empty.pk}/change/").content.decode()
 
     assert {"role": "assistant", "content": "[Empty message]"} in json_in_pre(page)
+
+
+def test_anthropic_preview_lifts_a_system_message_into_system_as_the_payload_does(
+    admin_client: Client, conversation: Conversation
+) -> None:
+    page = admin_client.get(f"{MESSAGES}{message(conversation, 0).pk}/change/").content.decode()
+
+    shown = json_in_pre(page)
+    wire = {"role": "system", "content": "Be careful."}
+    assert shown.count(wire) == 2  # openai, vision on and off: system messages stay
+    assert shown.count({"system": "Be careful."}) == 2  # anthropic: lifted, as its payload
+    payload = selectors.replay_payload(conversation, vision=True, shape="anthropic")
+    assert payload["system"] == "Be careful."  # type: ignore[typeddict-item]
+    assert wire not in payload["messages"]
+    headings = re.findall(r"<h4>(.*?)</h4>", page)
+    assert headings == [
+        "openai · vision on", "openai · vision off",
+        "anthropic · vision on · lifted into system", "anthropic · vision off · lifted into system",
+    ]  # fmt: skip
+
+
+def listed_messages(page: str) -> set[int]:
+    return {int(pk) for pk in re.findall(r'href="/admin/conversations/message/(\d+)/change/', page)}
+
+
+def test_message_search_finds_block_text_tools_titles_and_ids(admin_client: Client) -> None:
+    incident = services.conversation_create(title="Quarterly incident review")
+    said = append(incident, "user", {"type": "text", "text": "Is the zebra-42 invoice paid?"})
+    called = append(
+        incident,
+        "assistant",
+        {"type": "reasoning", "text": "look it up"},
+        {"type": "tool_use", "id": "c1", "name": "ledger_lookup", "input": {"ref": "INV-77"}},
+    )
+    answered = append(
+        incident,
+        "user",
+        {"type": "tool_result", "tool_use_id": "c1", "content": "unpaid since May"},
+    )
+    other = services.conversation_create(title="Other")
+    unrelated = append(other, "user", {"type": "text", "text": "nothing to see"})
+
+    def found(q: str) -> set[int]:
+        response = admin_client.get(MESSAGES, {"q": q})
+        assert response.status_code == 200
+        return listed_messages(response.content.decode())
+
+    assert found("zebra") == {said.pk}
+    assert found("ZEBRA-42 invoice") == {said.pk}
+    assert found("ledger_lookup") == {called.pk, answered.pk}  # the result takes its name
+    assert found("inv-77") == {called.pk}
+    assert found("unpaid may") == {answered.pk}
+    assert found("quarterly") == {said.pk, called.pk, answered.pk}  # the title
+    assert found(str(other.pk)) == {unrelated.pk}
+    assert found("elephant") == set()
+
+
+def test_message_search_reads_a_bounded_number_of_blocks(
+    admin_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conversation = services.conversation_create(title="Many")
+    for n in range(5):
+        append(conversation, "user", {"type": "text", "text": f"needle {n}"})
+    monkeypatch.setattr(selectors, "MESSAGE_SEARCH_BLOCKS", 3)
+
+    response = admin_client.get(MESSAGES, {"q": "needle"})
+
+    assert len(listed_messages(response.content.decode())) == 3
+    shown = [str(m) for m in get_messages(response.wsgi_request)]
+    assert any("More than 3 blocks hold these words" in m for m in shown), shown
+
+
+def test_message_search_says_why_a_long_query_is_refused(admin_client: Client) -> None:
+    response = admin_client.get(MESSAGES, {"q": "word " * 50}, follow=True)
+
+    assert response.status_code == 200
+    shown = [str(m) for m in get_messages(response.wsgi_request)]
+    assert any("at most" in m for m in shown), shown
 
 
 def test_hostile_block_content_is_escaped_in_the_message_page(admin_client: Client) -> None:

@@ -287,3 +287,28 @@ def test_make_run_migrates_loads_the_demo_ensures_the_operator_and_serves_locall
     daphne = commands[serve]
     assert any(word.endswith("daphne") for word in daphne)
     assert (after(daphne, "-b"), after(daphne, "-p")) == ("127.0.0.1", "8000")
+
+
+# simulate_agent
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_simulate_agent_plays_a_turn_and_leaves_no_token_behind(daphne: Any) -> None:
+    ApiToken.objects.create(label="kept", digest="0" * 64, prefix="rpl_kept")
+
+    lines = command("simulate_agent", "--url", daphne.url, "--speed", "1000")
+
+    assert lines[-1] == "Done."
+    (conversation,) = Conversation.objects.all()
+    assert conversation.message_count == 4
+    assert conversation.error_count == 1 and conversation.unanswered_calls == 0
+    assert list(ApiToken.objects.values_list("label", flat=True)) == ["kept"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_simulate_agent_deletes_its_token_when_the_server_is_not_there() -> None:
+    with pytest.raises(CommandError, match="Is Replay running at http://127.0.0.1:9"):
+        command("simulate_agent", "--url", "http://127.0.0.1:9", "--speed", "1000")
+
+    assert not ApiToken.objects.exists()

@@ -614,6 +614,30 @@ async def test_list_row_after_a_block_is_the_fresh_row_not_the_one_before_it(
         assert "unanswered tool call" in row
 
 
+@in_loop
+async def test_list_rows_pushed_live_carry_the_model_and_errors_columns(operator: Client) -> None:
+    conversation = await sync_to_async(create)("Columns")
+    cid = conversation.id
+
+    def append_with_model() -> None:
+        services.message_append(
+            conversation=Conversation.objects.get(pk=cid),
+            role="assistant",
+            blocks=[BLOCK_ADAPTER.validate_python(tool_use("call_1", "search", q="x"))],
+            metadata={"model": "claude-opus-4"},
+        )
+
+    async with socket(routing.list_socket_url(), operator) as ws:
+        await sync_to_async(append_with_model)()
+        row = await assert_row_is_fresh(await frame(ws), operator, cid)
+        assert '<td class="model">claude-opus-4</td>' in row
+        assert '<td class="errors"></td>' in row
+        await sync_to_async(add_block)(cid, 0, tool_result("call_1", "boom", is_error=True))
+        row = await assert_row_is_fresh(await frame(ws), operator, cid)
+        assert '<td class="errors">1</td>' in row and "unanswered tool call" not in row
+        assert await ws.receive_nothing(QUIET)
+
+
 def test_a_render_survives_the_socket_that_asked_for_it_going_away() -> None:
     """The first socket's handler is cancelled mid-render; the others still get the frame."""
     from conversations.live.consumers import RenderCache

@@ -24,6 +24,7 @@ from conversations.core import importers, strictjson
 from conversations.core.compact import Policy
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.core.search import QueryError
+from conversations.core.status import ListFilters
 from conversations.record import counts, selectors, services
 from conversations.record.models import ApiToken, Conversation, IdempotentResponse
 from conversations.record.schemas import (
@@ -276,7 +277,13 @@ def conversations(request: HttpRequest) -> HttpResponse:
     if "\x00" in q:
         raise ApiError(400, "q contains a NUL character (U+0000), which cannot be searched.")
     try:
-        found = selectors.conversation_list(q=q)
+        filters = ListFilters.from_query(request.GET)
+    except OptionError as exc:
+        raise ApiError(400, exc.message, field=exc.field) from None
+    try:
+        found = selectors.conversation_list(
+            q=q, has_errors=filters.has_errors, unanswered=filters.unanswered
+        )
     except QueryError as exc:
         raise ApiError(400, exc.message, field=exc.field) from None
     paginator = Paginator(found, page_size)

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, assert_never, cast
 from urllib.parse import urlencode
 
+from django.core.paginator import Page
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
@@ -24,6 +25,7 @@ from conversations.core import blocks, positions, preview, replay, tokens
 from conversations.core import compact as compact_core
 from conversations.core import diff as diff_core
 from conversations.core.options import ReplayOptions
+from conversations.core.status import ListFilters
 from conversations.dashboard import sockets
 from conversations.record import counts, selectors
 from conversations.record.models import Conversation, ShareLink
@@ -322,6 +324,9 @@ class ConversationRow:
     relative: str
     exact: str
     unanswered: bool
+    model: str = ""  # the latest message's model, else the conversation's own
+    messages: str = "0"  # the message count with thousands separators
+    errors: str = ""  # the error results' count with separators; "" for none
     # With a search: the first matching block's message link and text around the match.
     hit_url: str = ""
     hit_label: str = ""
@@ -703,10 +708,48 @@ def conversation_page(
     }
 
 
+def list_query(*, q: str, filters: ListFilters, page: int | None = None) -> str:
+    """The list's query string for this search, these filters and `page` ("?…")."""
+    query = {"q": q} | filters.query() | ({"page": str(page)} if page else {})
+    return "?" + urlencode(query)
+
+
+@dataclass(frozen=True)
+class Pager:
+    newer: str  # the newer page's URL query, or ""
+    older: str
+    label: str
+
+
+def list_pager(page: Page[Conversation], *, q: str, filters: ListFilters) -> Pager | None:
+    """Links to the newer and older pages, keeping the search and the filters; None when
+    there is only one page."""
+    if page.paginator.num_pages <= 1:
+        return None
+    newer = page.previous_page_number() if page.has_previous() else None
+    older = page.next_page_number() if page.has_next() else None
+    return Pager(
+        newer=list_query(q=q, filters=filters, page=newer) if newer else "",
+        older=list_query(q=q, filters=filters, page=older) if older else "",
+        label=f"Page {page.number:,} of {page.paginator.num_pages:,}",
+    )
+
+
+def list_empty(*, q: str, filters: ListFilters) -> str:
+    """What the list says when nothing is found (the template escapes it)."""
+    if q and filters:
+        return f"No conversation matches “{q}” with these filters."
+    if q:
+        return f"No conversation matches “{q}”."
+    if filters:
+        return "No conversation matches these filters."
+    return "No conversations yet. Post one to the API (see the README)."
+
+
 def conversation_rows(conversations: list[Conversation], *, q: str = "") -> list[ConversationRow]:
     """List rows, with whether each conversation's last message ends in unanswered tool
-    calls and, for a search `q`, where in the conversation it matched."""
-    unanswered = selectors.unanswered_tool_calls(conversations)
+    calls, its model and error count (all read from its row) and, for a search `q`, where
+    in the conversation it matched."""
     hits = selectors.search_hits(conversations, q) if q else {}
     now = timezone.now()
     rows = []
@@ -718,7 +761,10 @@ def conversation_rows(conversations: list[Conversation], *, q: str = "") -> list
                 url=c.get_absolute_url(),
                 relative=f"{timesince(c.updated_at, now).split(',')[0]} ago",
                 exact=c.updated_at.isoformat(timespec="seconds"),
-                unanswered=c.id in unanswered,
+                unanswered=c.unanswered_calls > 0,
+                model=selectors.conversation_model(c),
+                messages=f"{c.message_count:,}",
+                errors=f"{c.error_count:,}" if c.error_count else "",
                 hit_url=f"{c.get_absolute_url()}#m-{hit.message_seq}" if hit else "",
                 hit_label=f"message {hit.message_seq}" if hit else "",
                 snippet=hit.snippet if hit else "",

@@ -27,6 +27,7 @@ from conversations.core import compact, importers, positions, replay
 from conversations.core.compact import Policy
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.core.search import MAX_QUERY_CHARS, QueryError
+from conversations.core.status import ListFilters
 from conversations.dashboard import presenters, sockets
 from conversations.record import counts, selectors, services
 from conversations.record.models import Conversation
@@ -84,21 +85,31 @@ def view_query(request: HttpRequest) -> dict[str, str]:
 @operator_required
 def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
     q = request.GET.get("q", "").replace("\x00", "").strip()  # a NUL has no place in a page
+    try:
+        filters = ListFilters.from_query(request.GET)
+    except OptionError as exc:
+        return bad_request(request, exc.message)
     since = timezone.now().isoformat()  # before the rows are read: the socket's position
     error = ""
     try:
-        found = selectors.conversation_list(q=q)
+        found = selectors.conversation_list(
+            q=q, has_errors=filters.has_errors, unanswered=filters.unanswered
+        )
     except QueryError as exc:
         found, error = Conversation.objects.none(), exc.message
     page = Paginator(found, PER_PAGE).get_page(request.GET.get("page"))
     context = {
         "page": page,
         "q": q,
+        "filters": filters,
+        "pager": presenters.list_pager(page, q=q, filters=filters),
+        "empty": presenters.list_empty(q=q, filters=filters),
         "error": error,
         "max_query": MAX_QUERY_CHARS,
         "rows": presenters.conversation_rows(list(page), q="" if error else q),
-        # Only the first unfiltered page moves with live activity.
-        "live": page.number == 1 and not q,
+        # Only the first page of everything moves with live activity: a row that arrives
+        # live is not checked against a search or a filter.
+        "live": page.number == 1 and not q and not filters,
         "can_import": request.user.has_perm(ADD_PERMISSION),
         "socket_url": sockets.list_socket_url(since),
     }

@@ -20,6 +20,7 @@ from django.utils.html import format_html
 from pydantic import ValidationError as SchemaError
 
 from conversations.core import replay, strictjson
+from conversations.core.search import QueryError
 from conversations.record import selectors, services
 from conversations.record.models import ApiToken, Block, Conversation, Message, ShareLink
 from conversations.record.schemas import ConversationIn, error_list
@@ -168,26 +169,60 @@ class MessageAdmin(ReadOnlyMixin, admin.ModelAdmin[Message]):
     list_display = ["conversation", "seq", "role", "block_count", "created_at"]
     list_filter = ["role", "created_at"]
     list_select_related = ["conversation"]
-    search_fields = ["conversation__title", "=conversation__id"]
+    # The search box; `get_search_results` does the searching, through the index.
+    search_fields = ["=conversation__id"]
+    search_help_text = (
+        "Words found in the messages' blocks or their conversation's title (as the "
+        "dashboard's search finds them), or a conversation's id."
+    )
+    show_full_result_count = False  # counting every message would read them all
     fields = readonly_fields = (
         "conversation", "seq", "role", "block_count", "created_at", "projection",
     )  # fmt: skip
     inlines = [BlockInline]
 
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Message], search_term: str
+    ) -> tuple[QuerySet[Message], bool]:
+        """Block text and titles through the full-text index, or a conversation's id
+        (`selectors.messages_matching`: bounded, index-backed)."""
+        if not search_term.strip():
+            return queryset, False
+        try:
+            found = selectors.messages_matching(search_term, limit=selectors.MESSAGE_SEARCH_BLOCKS)
+        except QueryError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            return queryset.none(), False
+        if found.capped:
+            self.message_user(
+                request,
+                f"More than {selectors.MESSAGE_SEARCH_BLOCKS:,} blocks hold these words: "
+                "shown are the messages of the first ones found. Add a word to narrow it.",
+                messages.WARNING,
+            )
+        return queryset.filter(found.condition), False
+
     @admin.display(description="Projection (what the model receives)")
     def projection(self, obj: Message) -> str:
+        """This message as each shape's payload carries it, for both vision settings: in the
+        anthropic shape a system message is lifted into the request's `system`."""
         rows = selectors.message_rows(obj.conversation, start=obj.seq, stop=obj.seq + 1)
-        (stored,) = selectors.stored_messages(rows)
+        stored = selectors.stored_messages(rows)
         previews = []
         for shape in replay.SHAPES:
             for vision in (True, False):
-                wire = replay.project_message(stored, vision=vision, shape=shape)
-                text = orjson.dumps(wire, option=orjson.OPT_INDENT_2).decode()
+                payload = replay.project(stored, vision=vision, shape=shape)
+                shown: Any = payload["messages"][0] if payload["messages"] else {}
+                note = ""
+                if "system" in payload:
+                    shown, note = {"system": payload.get("system")}, " · lifted into system"
+                text = orjson.dumps(shown, option=orjson.OPT_INDENT_2).decode()
                 previews.append(
                     format_html(
-                        "<h4>{} · vision {}</h4><pre>{}</pre>",
+                        "<h4>{} · vision {}{}</h4><pre>{}</pre>",
                         shape,
                         "on" if vision else "off",
+                        note,
                         text[:20000],
                     )
                 )

@@ -42,6 +42,13 @@ class Conversation(models.Model):
     )
     # The number of blocks of all its messages: the page's totals without an O(N) sum.
     block_count = models.PositiveIntegerField(default=0, editable=False)
+    # What the list shows and filters on, kept by the services as blocks arrive (a list
+    # page reads them from its rows, never from the messages): the error results stored,
+    # the tool calls of the last message with no later result in it, and the model the
+    # latest message naming one names.
+    error_count = models.PositiveIntegerField(default=0, editable=False)
+    unanswered_calls = models.PositiveIntegerField(default=0, editable=False)
+    model = models.CharField(max_length=200, blank=True, default="", editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True, db_index=True)
 
@@ -51,6 +58,19 @@ class Conversation(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=Q(message_count__gte=0), name="conversation_message_count_gte_0"
+            ),
+        ]
+        # The list's filters, in the list's order: a filtered page reads only its rows.
+        indexes = [
+            models.Index(
+                fields=["-updated_at", "-created_at", "id"],
+                condition=Q(error_count__gt=0),
+                name="conversation_has_errors",
+            ),
+            models.Index(
+                fields=["-updated_at", "-created_at", "id"],
+                condition=Q(unanswered_calls__gt=0),
+                name="conversation_unanswered",
             ),
         ]
 

@@ -13,10 +13,20 @@ from datetime import datetime
 from typing import Any, NamedTuple, assert_never, cast
 
 import orjson
-from django.db.models import Count, F, Func, IntegerField, Min, Q, QuerySet, Sum, TextField, Value
+from django.db.models import (
+    Count,
+    Func,
+    IntegerField,
+    Min,
+    Q,
+    QuerySet,
+    Sum,
+    TextField,
+    Value,
+)
 from django.db.models.functions import Substr
 
-from conversations.core import follow, markdown, preview, replay
+from conversations.core import follow, markdown, preview, replay, status
 from conversations.core.blocks import BlockKind, kind_of
 from conversations.core.search import INDEXED_CHARS, block_text, parse_query, snippet
 from conversations.record.models import (
@@ -68,11 +78,19 @@ def conversation_get(conversation_id: str | uuid.UUID) -> Conversation | None:
     return Conversation.objects.filter(pk=pk).first()
 
 
-def conversation_list(*, q: str = "") -> QuerySet[Conversation]:
+def conversation_list(
+    *, q: str = "", has_errors: bool = False, unanswered: bool = False
+) -> QuerySet[Conversation]:
     """Conversations, newest activity first; with a `q`, those whose title or one of whose
     blocks holds all its words (`core.search.parse_query`, which may raise QueryError),
-    found through the full-text index."""
+    found through the full-text index. `has_errors`: only those holding an error result;
+    `unanswered`: only those whose last message leaves a tool call unanswered (each read
+    from the conversation's row, through a partial index in this order)."""
     conversations = Conversation.objects.order_by("-updated_at", "-created_at", "id")
+    if has_errors:
+        conversations = conversations.filter(error_count__gt=0)
+    if unanswered:
+        conversations = conversations.filter(unanswered_calls__gt=0)
     query = parse_query(q)
     if not q.strip():
         return conversations
@@ -84,6 +102,56 @@ def conversation_list(*, q: str = "") -> QuerySet[Conversation]:
 def search_entries(q: str) -> QuerySet[SearchEntry]:
     """The search entries holding every word of `q` (a query with words in it)."""
     return SearchEntry.objects.filter(Matches(parse_query(q)))
+
+
+class MessageSearch(NamedTuple):
+    """A condition on Message for a search, and whether more blocks matched than it holds."""
+
+    condition: Q
+    capped: bool
+
+
+MESSAGE_SEARCH_BLOCKS = 1000  # matching blocks a message search reads at most
+_PAIRS_PER_QUERY = 100  # conversations per lookup of their messages by seq
+
+
+def messages_matching(q: str, *, limit: int = MESSAGE_SEARCH_BLOCKS) -> MessageSearch:
+    """The messages `q` finds: every message of the conversation `q` names by id; else the
+    messages one of whose blocks holds every word of it (the first `limit` such blocks the
+    index gives), and every message of the conversations whose title does.
+
+    Bounded and index-backed: the full-text index answers the words, then messages are
+    looked up by (conversation, seq) for at most `limit` blocks, in a few queries; the
+    condition holds ids, never a scan. QueryError as `parse_query`.
+    """
+    try:
+        return MessageSearch(Q(conversation_id=uuid.UUID(q.strip())), False)
+    except ValueError:
+        pass
+    if parse_query(q).empty:
+        return MessageSearch(Q(pk__in=[]), False)
+    entries = search_entries(q)
+    titles = list(
+        entries.filter(message_seq__isnull=True).values_list("conversation_id", flat=True)
+    )
+    places = list(
+        entries.filter(message_seq__isnull=False)
+        .order_by()
+        .values_list("conversation_id", "message_seq")[: limit + 1]
+    )
+    capped = len(places) > limit
+    seqs: dict[uuid.UUID, set[int]] = {}
+    for conversation_id, message_seq in places[:limit]:
+        if message_seq is not None:  # always, by the filter: a block's entry
+            seqs.setdefault(conversation_id, set()).add(message_seq)
+    ids: list[int] = []
+    conversations = sorted(seqs)
+    for start in range(0, len(conversations), _PAIRS_PER_QUERY):
+        where = Q()
+        for conversation_id in conversations[start : start + _PAIRS_PER_QUERY]:
+            where |= Q(conversation_id=conversation_id, seq__in=sorted(seqs[conversation_id]))
+        ids += Message.objects.filter(where).values_list("pk", flat=True)
+    return MessageSearch(Q(pk__in=ids) | Q(conversation_id__in=titles), capped)
 
 
 class SearchHit(NamedTuple):
@@ -481,26 +549,10 @@ def image_block(conversation: Conversation, seq: int, block: int) -> tuple[str, 
     )
 
 
-def unanswered_tool_calls(conversations: Iterable[Conversation]) -> set[uuid.UUID]:
-    """The conversations whose last message holds a tool_use with no later result for it."""
-    last = dict(
-        Message.objects.filter(
-            conversation__in=list(conversations), seq=F("conversation__message_count") - 1
-        ).values_list("id", "conversation_id")
-    )
-    pending: dict[uuid.UUID, set[str]] = {}
-    tool_blocks = (
-        Block.objects.filter(message_id__in=last, type__in=["tool_use", "tool_result"])
-        .order_by("message_id", "seq")
-        .values_list("message_id", "type", "call_id")
-    )
-    for message_id, kind, call_id in tool_blocks:
-        open_calls = pending.setdefault(last[message_id], set())
-        if kind == "tool_use":
-            open_calls.add(call_id)
-        else:
-            open_calls.discard(call_id)
-    return {conversation_id for conversation_id, calls in pending.items() if calls}
+def conversation_model(conversation: Conversation) -> str:
+    """The model the conversation's latest message names, else the one its own metadata
+    names (an imported request body's `model`), else ""."""
+    return conversation.model or status.model_of(conversation.metadata)
 
 
 def tail_cursor(path: str) -> TailCursor | None:

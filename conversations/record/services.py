@@ -16,14 +16,15 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, assert_never
+from typing import Any, assert_never, cast
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 from pydantic import ValidationError
 
-from conversations.core import follow, importers, replay, search
+from conversations.core import follow, importers, replay, search, status
+from conversations.core.blocks import BlockKind
 from conversations.record import events, selectors
 from conversations.record.models import (
     ApiToken,
@@ -203,13 +204,24 @@ def _append(
             ]
         )
         added_blocks = sum(len(blocks) for _, blocks, _ in messages)
+        # The list row's state: errors add up; the last message's open calls replace the
+        # previous last message's; the latest model named is kept.
+        errors = sum(1 for message_rows in rows for row in message_rows if row.is_error)
+        unanswered = len(status.open_calls((_kind(row), row.call_id) for row in rows[-1]))
+        model = status.latest_model(metadata for _, _, metadata in messages) or locked.model
         _touch(
             locked,
             message_count=F("message_count") + len(stored),
             block_count=F("block_count") + added_blocks,
+            error_count=F("error_count") + errors,
+            unanswered_calls=unanswered,
+            model=model,
         )
         conversation.message_count = first + len(stored)
         conversation.block_count = locked.block_count + added_blocks
+        conversation.error_count = locked.error_count + errors
+        conversation.unanswered_calls = unanswered
+        conversation.model = model
         last = stored[-1]
         events.publish_on_commit(
             {
@@ -276,10 +288,21 @@ def block_append(*, message: Message, block: BlockIn) -> Block:
         current = Message.objects.get(pk=message.pk)
         names = _resolve_names(locked, [block], up_to_message_seq=current.seq)
         row = _row(current, current.block_count, block, names[0])
+        changes: dict[str, Any] = {"block_count": F("block_count") + 1}
+        if row.is_error:
+            changes["error_count"] = F("error_count") + 1
+        if current.seq == locked.message_count - 1 and row.type in (
+            BlockType.TOOL_USE,
+            BlockType.TOOL_RESULT,
+        ):
+            # Only the last message's calls count; only this call's id can change.
+            change = _open_change(current, row)
+            if change:
+                changes["unanswered_calls"] = F("unanswered_calls") + change
         row.save(force_insert=True)
         SearchEntry.objects.bulk_create(_search_entries(current, [row]))
         Message.objects.filter(pk=current.pk).update(block_count=F("block_count") + 1)
-        _touch(locked, block_count=F("block_count") + 1)
+        _touch(locked, **changes)
         message.block_count = current.block_count + 1
         events.publish_on_commit(
             {
@@ -290,6 +313,23 @@ def block_append(*, message: Message, block: BlockIn) -> Block:
             }
         )
     return row
+
+
+def _kind(row: Block) -> BlockKind:
+    return cast(BlockKind, row.type)
+
+
+def _open_change(message: Message, row: Block) -> int:
+    """How a new block `row` (not yet saved) changes the number of `message`'s open calls:
+    +1, -1 or 0. Reads only the message's blocks with the same call id (an indexed column)."""
+    earlier = (
+        Block.objects.filter(message=message, call_id=row.call_id)
+        .order_by("seq")
+        .values_list("type", flat=True)
+    )
+    before = status.open_calls((cast(BlockKind, kind), row.call_id) for kind in earlier)
+    after = status.open_calls([(_kind(row), row.call_id)], already=before)
+    return int(row.call_id in after) - int(row.call_id in before)
 
 
 def api_token_create(*, label: str) -> tuple[ApiToken, str]:
@@ -303,6 +343,12 @@ def api_token_revoke(*, token: ApiToken) -> None:
     if token.revoked_at is None:
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at"])
+
+
+def api_token_delete(*, token: ApiToken) -> None:
+    """Delete a token (with the answers kept for its Idempotency-Keys): for a temporary
+    token that nobody needs listed once its work is done."""
+    ApiToken.objects.filter(pk=token.pk).delete()
 
 
 SHARE_TOKEN_BYTES = 32  # 256 random bits (SPEC §8 asks for at least 128)

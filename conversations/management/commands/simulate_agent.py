@@ -122,5 +122,6 @@ class Command(BaseCommand):
                 pause(0.7)
                 add(answer, {"type": "text", "text": text})
         finally:
-            services.api_token_revoke(token=token)
+            # A temporary credential: gone once the turn is played, not left behind revoked.
+            services.api_token_delete(token=token)
         self.stdout.write(self.style.SUCCESS("Done."))
