@@ -492,6 +492,8 @@ REACHABLE = [
     "c/{id}/m/1/wire",  # … and of a projection
     "c/{id}/messages?around=1",
     "c/{id}/messages?after=0",
+    "c/{id}/find?kind=problem",  # the finder: n / N, filters' "find more", tool rounds
+    "c/{id}/find?kind=text&q=message&after=0",  # … and search within the conversation
 ]
 NOT_REACHABLE = [
     "c/{other}/",  # another conversation, by path under this link
@@ -500,6 +502,7 @@ NOT_REACHABLE = [
     "c/{other}/m/0/b/1/image",  # another conversation's image, by id
     "c/{other}/m/0/b/0/text",
     "c/{other}/m/1/wire",
+    "c/{other}/find?kind=text&q=message",
     "c/{id}/shares",  # the sharing form
     "c/{id}/context",  # the compaction preview and the diff are the operator's tools
     "c/{id}/diff",

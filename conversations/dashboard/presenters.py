@@ -24,8 +24,9 @@ from conversations.core import blocks, positions, preview, replay, tokens
 from conversations.core import compact as compact_core
 from conversations.core import diff as diff_core
 from conversations.core.options import ReplayOptions
+from conversations.core.search import MAX_QUERY_CHARS
 from conversations.dashboard import sockets
-from conversations.record import counts, selectors
+from conversations.record import counts, finding, selectors
 from conversations.record.models import Conversation, ShareLink
 
 FOLD_LINES = 12
@@ -640,6 +641,9 @@ def conversation_page(
             windows + "&" + urlencode({"after": last}) if later and last + 1 < total else ""
         ),
         "first_seq": first,
+        "tool_pairs": tool_pairs_view(conversation, rows),
+        "find_url": reverse("conversation-find", args=[str(conversation.id)]),
+        "find_max_query": MAX_QUERY_CHARS,
         "imported": import_view(conversation),
         "last_seq": last,
         "toggles": [
@@ -974,3 +978,26 @@ def shares_panel(conversation: Conversation, **extra: Any) -> dict[str, Any]:
         "expiry_choices": EXPIRY_CHOICES,
         "last_seq_stored": max(conversation.message_count - 1, 0),
     } | extra
+
+
+# The finder (issue 11): tool rounds whose other half is outside a window.
+
+
+@dataclass(frozen=True)
+class ToolPairsView:
+    """JSON objects (call id → message seq) for the window partial's data attributes:
+    where the results of its unanswered-here calls are, and the calls of its results."""
+
+    results: str
+    calls: str
+
+
+def tool_pairs_view(
+    conversation: Conversation, rows: Sequence[selectors.PreviewRow]
+) -> ToolPairsView | None:
+    """The window's tool rounds that it holds only one half of, resolved by the record
+    (bounded: `finding.tool_pairs`); None when there are none to tell."""
+    pairs = finding.tool_pairs(conversation, rows)
+    if not pairs.results and not pairs.calls:
+        return None
+    return ToolPairsView(json.dumps(pairs.results), json.dumps(pairs.calls))

@@ -264,3 +264,10 @@ def wire_text(
     return views.wire_text_response(
         request, link.conversation, seq, vision=opts.vision, shape=opts.shape
     )
+
+
+@share_view
+def find(request: HttpRequest, link: ShareLink, token: str, opts: ReplayOptions) -> HttpResponse:
+    """The page's finder (search, filters' "find more", problems, tool rounds), inside the
+    link's scope: a frozen link's finder never sees a message past its last."""
+    return views.find_response(request, scoped_conversation(link))
