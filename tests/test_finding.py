@@ -12,10 +12,12 @@ from typing import Any
 
 import orjson
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from conversations.core.finding import Cursor
-from conversations.record import finding, services
+from conversations.record import finding, selectors, services
 from conversations.record.models import Conversation
 from conversations.record.schemas import MessageIn
 from tests.builders import png, text, tool_result, tool_use
@@ -351,3 +353,39 @@ def test_a_revoked_link_finds_nothing() -> None:
     link, token = services.share_create(conversation=conversation)
     services.share_revoke(link=link)
     assert Client().get(f"/s/{token}/c/{conversation.id}/find?kind=problem").status_code == 410
+
+
+# -- bounded by the indexes ------------------------------------------------------------------
+
+
+def plans(work: Any) -> list[tuple[str, str]]:
+    """(SQL, SQLite's query plan) of each query `work` runs."""
+    with CaptureQueriesContext(connection) as captured:
+        work()
+    out = []
+    for query in captured.captured_queries:
+        with connection.cursor() as cursor:
+            cursor.execute("EXPLAIN QUERY PLAN " + query["sql"])
+            out.append((query["sql"], " | ".join(row[-1] for row in cursor.fetchall())))
+    return out
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's planner")
+def test_call_ids_are_looked_up_through_their_index_not_the_conversation() -> None:
+    conversation = stored(rounds(200, unanswered_at=100))
+    rows = selectors.preview_rows(conversation, range(151, 199))  # halves of 2 rounds
+    found = plans(lambda: finding.tool_pairs(conversation, rows))
+    found += plans(lambda: finding.answered(conversation, ["call-100", "call-2"]))
+    assert len(found) == 3
+    for sql, plan in found:
+        assert "USING INDEX conversations_block_call_id" in plan, plan
+        assert "conversation_id=?" not in plan, plan  # the conversation is checked per block
+        assert '"conversations_conversation"' not in sql
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's planner")
+def test_a_step_walks_a_range_of_messages_by_their_index() -> None:
+    conversation = stored(rounds(20))
+    ((sql, plan), _) = plans(lambda: finding.find_step(conversation, "problem", after=Cursor(3)))
+    assert "(conversation_id=? AND seq>? AND seq<?)" in plan, plan
+    assert "message_id=?" in plan and '"conversations_conversation"' not in sql

@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple, assert_never
 
-from django.db.models import Max, Min, Q, QuerySet
+from django.db.models import Exists, Max, Min, OuterRef, Q, QuerySet
 from django.db.models.functions import Substr
 
 from conversations.core.finding import Cursor, FindKind
 from conversations.core.search import SNIPPET_SCAN_CHARS, parse_query, snippet
-from conversations.record.models import Block, Conversation, SearchEntry
+from conversations.record.models import Block, Conversation, Message, SearchEntry
 from conversations.record.search import Matches
 from conversations.record.selectors import PreviewRow, searchable_text
 
@@ -42,6 +42,18 @@ def _blocks(conversation: Conversation) -> QuerySet[Block]:
     return Block.objects.filter(
         message__conversation=conversation, message__seq__lt=conversation.message_count
     )
+
+
+def _with_ids(conversation: Conversation, block_type: str, ids: Sequence[str]) -> QuerySet[Block]:
+    """The conversation's blocks of `block_type` with one of these call ids, found through
+    the block `call_id` index: the conversation is checked per block found (a correlated
+    EXISTS on the message's primary key), so no planner walks the conversation instead."""
+    in_scope = Message.objects.filter(
+        pk=OuterRef("message_id"),
+        conversation=conversation,
+        seq__lt=conversation.message_count,
+    )
+    return Block.objects.filter(Exists(in_scope), call_id__in=ids, type=block_type)
 
 
 def _kind_condition(kind: FindKind) -> Q:
@@ -87,8 +99,8 @@ def answered(conversation: Conversation, call_ids: Iterable[str]) -> set[str]:
     out: set[str] = set()
     for chunk in _chunks(ids):
         out.update(
-            _blocks(conversation)
-            .filter(type="tool_result", call_id__in=chunk)
+            _with_ids(conversation, "tool_result", chunk)
+            .order_by()
             .values_list("call_id", flat=True)
             .distinct()
         )
@@ -169,8 +181,8 @@ def tool_pairs(conversation: Conversation, rows: Sequence[PreviewRow]) -> Pairs:
     results: dict[str, int] = {}
     for chunk in _chunks(sorted(call_ids - result_ids)):
         grouped = (
-            _blocks(conversation)
-            .filter(type="tool_result", call_id__in=chunk)
+            _with_ids(conversation, "tool_result", chunk)
+            .order_by()
             .values("call_id")
             .annotate(
                 after=Min("message__seq", filter=Q(message__seq__gt=last)),
@@ -183,8 +195,8 @@ def tool_pairs(conversation: Conversation, rows: Sequence[PreviewRow]) -> Pairs:
     calls: dict[str, int] = {}
     for chunk in _chunks(sorted(result_ids - call_ids)):
         found_calls = (
-            _blocks(conversation)
-            .filter(type="tool_use", call_id__in=chunk)
+            _with_ids(conversation, "tool_use", chunk)
+            .order_by()
             .values("call_id")
             .annotate(
                 before=Max("message__seq", filter=Q(message__seq__lt=first)),
