@@ -233,7 +233,9 @@
     if (event.key !== "j" && event.key !== "k") { return; }
     var active = document.activeElement;
     if (active && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName)) { return; }
-    var messages = Array.prototype.slice.call(document.querySelectorAll(".message"));
+    // Only the messages shown: a block filter (replay-finding.js) hides the others.
+    var messages = Array.prototype.slice.call(document.querySelectorAll(".message"))
+      .filter(function (m) { return m.getClientRects().length > 0; });
     if (!messages.length) { return; }
     var current = document.querySelector(".message.current");
     var index = messages.indexOf(current);

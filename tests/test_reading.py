@@ -98,9 +98,7 @@ def test_a_truncated_long_tool_output_says_it_shows_the_start_of_how_much(
     outcome = services.transcript_import(raw=raw, format=None, title=None, file_name="a.jsonl")
     html = operator_client.get(f"/c/{outcome.conversation.id}/").content.decode()
     labels = re.findall(r'<button type="button" class="show-all">([^<]+)</button>', html)
-    assert any(
-        re.fullmatch(r"show the first 400 lines, [\d.]+ kB of 78\.\d kB", x) for x in labels
-    )
+    assert any(re.fullmatch(r"show the first 400 lines, [\d.]+ kB of 78\.\d kB", x) for x in labels)
     assert "show all</button>" not in html
 
 

@@ -493,6 +493,8 @@ REACHABLE = [
     "c/{id}/m/1/projection.json",  # "Copy projection"
     "c/{id}/messages?around=1",
     "c/{id}/messages?after=0",
+    "c/{id}/find?kind=problem",  # the finder: n / N, filters' "find more", tool rounds
+    "c/{id}/find?kind=text&q=message&after=0",  # … and search within the conversation
 ]
 NOT_REACHABLE = [
     "c/{other}/",  # another conversation, by path under this link
@@ -503,6 +505,7 @@ NOT_REACHABLE = [
     "c/{other}/m/1/wire",
     "c/{other}/m/1/projection.json",
     "c/{id}/m/1/record.json",  # "Copy record JSON" is the operator's: the whole record
+    "c/{other}/find?kind=text&q=message",
     "c/{id}/shares",  # the sharing form
     "c/{id}/context",  # the compaction preview and the diff are the operator's tools
     "c/{id}/diff",

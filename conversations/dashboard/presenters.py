@@ -25,9 +25,10 @@ from conversations.core import blocks, positions, preview, replay, tokens
 from conversations.core import compact as compact_core
 from conversations.core import diff as diff_core
 from conversations.core.options import ReplayOptions
+from conversations.core.search import MAX_QUERY_CHARS
 from conversations.core.status import ListFilters
 from conversations.dashboard import sockets
-from conversations.record import counts, selectors
+from conversations.record import counts, finding, selectors
 from conversations.record.models import Conversation, ShareLink
 
 FOLD_LINES = 12
@@ -702,6 +703,9 @@ def conversation_page(
             windows + "&" + urlencode({"after": last}) if later and last + 1 < total else ""
         ),
         "first_seq": first,
+        "tool_pairs": tool_pairs_view(conversation, rows),
+        "find_url": reverse("conversation-find", args=[str(conversation.id)]),
+        "find_max_query": MAX_QUERY_CHARS,
         "imported": import_view(conversation),
         "last_seq": last,
         "toggles": projection_toggles(detail, options, vision=vision, shape=shape),
@@ -1268,3 +1272,26 @@ def conversation_meta(metadata: object, *, model: str = "") -> list[MetaItem]:
         items.append(_item("key", f"{label} {value}", f"{key}: {value}"))
         shown += 1
     return items
+
+
+# The finder (issue 11): tool rounds whose other half is outside a window.
+
+
+@dataclass(frozen=True)
+class ToolPairsView:
+    """JSON objects (call id → message seq) for the window partial's data attributes:
+    where the results of its unanswered-here calls are, and the calls of its results."""
+
+    results: str
+    calls: str
+
+
+def tool_pairs_view(
+    conversation: Conversation, rows: Sequence[selectors.PreviewRow]
+) -> ToolPairsView | None:
+    """The window's tool rounds that it holds only one half of, resolved by the record
+    (bounded: `finding.tool_pairs`); None when there are none to tell."""
+    pairs = finding.tool_pairs(conversation, rows)
+    if not pairs.results and not pairs.calls:
+        return None
+    return ToolPairsView(json.dumps(pairs.results), json.dumps(pairs.calls))

@@ -281,3 +281,9 @@ def message_projection(
     return views.message_projection_response(
         link.conversation, seq, vision=opts.vision, shape=opts.shape
     )
+
+
+def find(request: HttpRequest, link: ShareLink, token: str, opts: ReplayOptions) -> HttpResponse:
+    """The page's finder (search, filters' "find more", problems, tool rounds), inside the
+    link's scope: a frozen link's finder never sees a message past its last."""
+    return views.find_response(request, scoped_conversation(link))

@@ -15,6 +15,7 @@ urlpatterns = [
     path("c/<str:conversation_id>/", shared.page),
     path("c/<str:conversation_id>/messages", shared.earlier_messages),
     path("c/<str:conversation_id>/replay.json", shared.replay_download),
+    path("c/<str:conversation_id>/find", shared.find),
     path("c/<str:conversation_id>/m/<int:seq>/b/<int:block>/image", shared.block_image),
     path("c/<str:conversation_id>/m/<int:seq>/b/<int:block>/text", shared.block_text),
     path("c/<str:conversation_id>/m/<int:seq>/wire", shared.wire_text),

@@ -15,6 +15,7 @@ urlpatterns = [
         "c/<str:conversation_id>/context", views.conversation_context, name="conversation-context"
     ),
     path("c/<str:conversation_id>/diff", views.conversation_diff, name="conversation-diff"),
+    path("c/<str:conversation_id>/find", views.conversation_find, name="conversation-find"),
     path("c/<str:conversation_id>/replay.json", views.replay_download, name="replay-download"),
     path("c/<str:conversation_id>/export.md", views.markdown_download, name="markdown-download"),
     path(

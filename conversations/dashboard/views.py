@@ -25,11 +25,12 @@ from django_htmx.middleware import HtmxDetails
 
 from conversations.core import compact, importers, positions, replay
 from conversations.core.compact import Policy
+from conversations.core.finding import Cursor, FindError, parse_cursor, parse_kind
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.core.search import MAX_QUERY_CHARS, QueryError
 from conversations.core.status import ListFilters
 from conversations.dashboard import presenters, sockets
-from conversations.record import counts, selectors, services
+from conversations.record import counts, finding, selectors, services
 from conversations.record.models import Conversation
 
 View: TypeAlias = Callable[..., HttpResponse]
@@ -337,8 +338,8 @@ def message_projection_response(
     return _json(orjson.dumps(replay.project_message(stored, vision=vision, shape=shape)))
 
 
-def _json(body: bytes) -> HttpResponse:
-    response = HttpResponse(body, content_type="application/json")
+def _json(body: bytes, status: int = 200) -> HttpResponse:
+    response = HttpResponse(body, content_type="application/json", status=status)
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     return response
@@ -647,3 +648,61 @@ def share_revoke(request: HttpRequest, conversation_id: str, share_id: int) -> H
         raise Http404("No such share link.")
     services.share_revoke(link=link)
     return _shares_answer(request, conversation)
+
+
+# The finder (issue 11): what the conversation page looks for across the whole conversation.
+
+# A JSON answer is never markup, whatever it quotes; escaped anyway, as json_script does,
+# so that no sniffing reader ever meets a tag in it.
+_JSON_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026"}
+
+
+def _found(body: dict[str, Any], status: int = 200) -> HttpResponse:
+    return _json(orjson.dumps(body).decode().translate(_JSON_ESCAPES).encode(), status)
+
+
+@require_GET
+@operator_required
+def conversation_find(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    return find_response(request, _conversation(conversation_id))
+
+
+def _cursor(request: HttpRequest, name: str) -> Cursor | None:
+    value = request.GET.get(name)
+    return None if value is None else parse_cursor(name, value)
+
+
+def find_response(request: HttpRequest, conversation: Conversation) -> HttpResponse:
+    """`?kind=text&q=WORDS` a page of search hits (seq, block, snippet; "k of N" from
+    `offset` and `total`); `?kind=problem|error|tool|reasoning|image` the next block of
+    that kind (a problem: a tool error or a tool call with no result), one bounded step
+    at a time (`resume` says where to go on from). `after=` or `before=` a place (`412`
+    or `412.3`); neither: from the start. Bad parameters: a JSON 400 naming them."""
+    try:
+        after, before = _cursor(request, "after"), _cursor(request, "before")
+        if after is not None and before is not None:
+            raise FindError("after", "Give after or before, not both.")
+        kind = request.GET.get("kind", "")
+        if kind == "text":
+            q = request.GET.get("q", "").replace("\x00", "").strip()
+            if not q:
+                raise FindError("q", "q is required with kind=text: the words to find.")
+            page = finding.search_page(conversation, q, after=after, before=before)
+            return _found(
+                {
+                    "hits": [hit._asdict() for hit in page.hits],
+                    "offset": page.offset,
+                    "total": page.total,
+                    "capped": page.capped,
+                    "more": page.more,
+                }
+            )
+        step = finding.find_step(conversation, parse_kind(kind), after=after, before=before)
+    except (FindError, QueryError) as exc:
+        return _found({"error": exc.message, "field": exc.field}, status=400)
+    return _found(
+        {
+            "found": step.found._asdict() if step.found is not None else None,
+            "resume": str(step.resume) if step.resume is not None else None,
+        }
+    )

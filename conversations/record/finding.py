@@ -1,0 +1,315 @@
+"""Reads for the conversation page's finder (issue 11): search hits, the next block of a
+kind or the next problem, and where a tool round's other half is.
+
+Every read is bounded whatever the conversation holds: a step reads at most
+`SCAN_MESSAGES` messages' blocks (through the message (conversation, seq) and block
+(message, seq) indexes; only type, error flag and call id, no text) and answers where to
+go on; call ids are looked up through the block `call_id` index, `ID_CHUNK` at a time;
+search goes through the full-text index (`record.search`), a page of hits at a time,
+counted up to `COUNT_CAP`. Everything is read inside `conversation.message_count`,
+so a share link's scoped conversation (`dashboard.shared.scoped_conversation`) never
+reveals a message past its last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import NamedTuple, assert_never
+
+from django.db.models import Exists, Max, Min, OuterRef, Q, QuerySet
+from django.db.models.functions import Substr
+
+from conversations.core.finding import Cursor, FindKind
+from conversations.core.search import SNIPPET_SCAN_CHARS, parse_query, snippet
+from conversations.record.models import Block, Conversation, Message, SearchEntry
+from conversations.record.search import Matches
+from conversations.record.selectors import PreviewRow, searchable_text
+
+SCAN_MESSAGES = 1000  # messages one step of the finder reads
+SCAN_BLOCKS = 2000  # candidate blocks one step considers at most
+ID_CHUNK = 1000  # call ids per lookup query
+HITS_PAGE = 25  # search hits per answer
+COUNT_CAP = 10_000  # hits counted at most (beyond: "10,000+")
+
+
+def _chunks(items: Sequence[str], size: int = ID_CHUNK) -> Iterator[Sequence[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _blocks(conversation: Conversation) -> QuerySet[Block]:
+    """The conversation's blocks, inside its (perhaps scoped) message count."""
+    return Block.objects.filter(
+        message__conversation=conversation, message__seq__lt=conversation.message_count
+    )
+
+
+def _with_ids(conversation: Conversation, block_type: str, ids: Sequence[str]) -> QuerySet[Block]:
+    """The conversation's blocks of `block_type` with one of these call ids, found through
+    the block `call_id` index: the conversation is checked per block found (a correlated
+    EXISTS on the message's primary key), so no planner walks the conversation instead."""
+    in_scope = Message.objects.filter(
+        pk=OuterRef("message_id"),
+        conversation=conversation,
+        seq__lt=conversation.message_count,
+    )
+    return Block.objects.filter(Exists(in_scope), call_id__in=ids, type=block_type)
+
+
+def _kind_condition(kind: FindKind) -> Q:
+    """The blocks that may be what `kind` looks for (for "problem": every tool call, of
+    which only those without a result count)."""
+    match kind:
+        case "problem":
+            return Q(type="tool_use") | Q(type="tool_result", is_error=True)
+        case "error":
+            return Q(type="tool_result", is_error=True)
+        case "tool":
+            return Q(type__in=["tool_use", "tool_result"])
+        case "reasoning":
+            return Q(type="reasoning")
+        case "image":
+            return Q(type="image")
+        case _:
+            assert_never(kind)
+
+
+class Found(NamedTuple):
+    """A block the finder found: where it is, its type, and what it is ("error",
+    "unanswered" for a tool call without a result, else its type)."""
+
+    seq: int
+    block: int
+    type: str  # the block's stored type
+    what: str
+    call_id: str
+
+
+class Step(NamedTuple):
+    """One bounded step: the block found, or None and where to go on from (`resume`,
+    None when this direction holds nothing more)."""
+
+    found: Found | None
+    resume: Cursor | None
+
+
+def answered(conversation: Conversation, call_ids: Iterable[str]) -> set[str]:
+    """The call ids among these that have a tool_result anywhere in the conversation."""
+    ids = sorted(set(call_ids))
+    out: set[str] = set()
+    for chunk in _chunks(ids):
+        out.update(
+            _with_ids(conversation, "tool_result", chunk)
+            .order_by()
+            .values_list("call_id", flat=True)
+            .distinct()
+        )
+    return out
+
+
+def find_step(
+    conversation: Conversation,
+    kind: FindKind,
+    *,
+    after: Cursor | None = None,
+    before: Cursor | None = None,
+) -> Step:
+    """The first block of `kind` after `after` (or from the start), or the last one before
+    `before`, within one step of `SCAN_MESSAGES` messages."""
+    end = conversation.message_count
+    rows = _blocks(conversation).filter(_kind_condition(kind))
+    forward = before is None
+    if forward:
+        start = 0 if after is None else after.seq + (1 if after.block is None else 0)
+        stop = min(start + SCAN_MESSAGES, end)
+        if start >= stop:
+            return Step(None, None)
+        rows = rows.filter(message__seq__gte=start, message__seq__lt=stop)
+        if after is not None and after.block is not None:
+            rows = rows.exclude(message__seq=after.seq, seq__lte=after.block)
+        rows = rows.order_by("message__seq", "seq")
+        more = Cursor(stop - 1) if stop < end else None
+    else:
+        assert before is not None
+        last = min(before.seq - (1 if before.block is None else 0), end - 1)
+        first = max(0, last - SCAN_MESSAGES + 1)
+        if last < 0:
+            return Step(None, None)
+        rows = rows.filter(message__seq__gte=first, message__seq__lte=last)
+        if before.block is not None:
+            rows = rows.exclude(message__seq=before.seq, seq__gte=before.block)
+        rows = rows.order_by("-message__seq", "-seq")
+        more = Cursor(first) if first > 0 else None
+    candidates = list(
+        rows.values_list("message__seq", "seq", "type", "is_error", "call_id")[:SCAN_BLOCKS]
+    )
+    calls = [call_id for _, _, kind_, _, call_id in candidates if kind_ == "tool_use"]
+    have_results = answered(conversation, calls) if kind == "problem" else set()
+    for seq, block, block_type, is_error, call_id in candidates:
+        what = block_type
+        if kind == "problem":
+            if block_type == "tool_use" and call_id in have_results:
+                continue
+            what = "error" if is_error else "unanswered"
+        elif is_error:
+            what = "error"
+        return Step(Found(seq, block, block_type, what, call_id), None)
+    if len(candidates) == SCAN_BLOCKS:  # the step ended inside the range: go on from there
+        seq, block = candidates[-1][0], candidates[-1][1]
+        return Step(None, Cursor(seq, block))
+    return Step(None, more)
+
+
+class Pairs(NamedTuple):
+    """Where the other half of a tool round is, for the calls and results of a window whose
+    other half it does not hold: call id → message seq."""
+
+    results: dict[str, int]  # a call's id → the message holding its result
+    calls: dict[str, int]  # a result's id → the message holding its call
+
+
+def tool_pairs(conversation: Conversation, rows: Sequence[PreviewRow]) -> Pairs:
+    """For a window's rows: the results (first after the window, else the first anywhere)
+    of its calls that have none in it, and the calls (last before the window, else the
+    first anywhere) of its results that have none in it. One grouped query per
+    `ID_CHUNK` ids, none when every round is whole in the window."""
+    if not rows:
+        return Pairs({}, {})
+    first, last = rows[0].seq, rows[-1].seq
+    call_ids = {b.call_id for r in rows for b in r.blocks if b.type == "tool_use"}
+    result_ids = {b.call_id for r in rows for b in r.blocks if b.type == "tool_result"}
+    results: dict[str, int] = {}
+    for chunk in _chunks(sorted(call_ids - result_ids)):
+        grouped = (
+            _with_ids(conversation, "tool_result", chunk)
+            .order_by()
+            .values("call_id")
+            .annotate(
+                after=Min("message__seq", filter=Q(message__seq__gt=last)),
+                anywhere=Min("message__seq"),
+            )
+            .values_list("call_id", "after", "anywhere")
+        )
+        for call_id, later, anywhere in grouped:
+            results[call_id] = later if later is not None else anywhere
+    calls: dict[str, int] = {}
+    for chunk in _chunks(sorted(result_ids - call_ids)):
+        found_calls = (
+            _with_ids(conversation, "tool_use", chunk)
+            .order_by()
+            .values("call_id")
+            .annotate(
+                before=Max("message__seq", filter=Q(message__seq__lt=first)),
+                anywhere=Min("message__seq"),
+            )
+            .values_list("call_id", "before", "anywhere")
+        )
+        for call_id, earlier, anywhere in found_calls:
+            calls[call_id] = earlier if earlier is not None else anywhere
+    return Pairs(results, calls)
+
+
+class Hit(NamedTuple):
+    seq: int
+    block: int
+    type: str  # the block's stored type
+    is_error: bool
+    snippet: str
+
+
+class HitPage(NamedTuple):
+    """A page of search hits in (message, block) order; `offset` hits come before the
+    first (None when more than COUNT_CAP do); `total` is capped at COUNT_CAP (`capped`)."""
+
+    hits: list[Hit]
+    offset: int | None
+    total: int
+    capped: bool
+    more: bool  # further hits in the direction asked
+
+
+def _after(cursor: Cursor) -> Q:
+    if cursor.block is None:
+        return Q(message_seq__gt=cursor.seq)
+    return Q(message_seq__gt=cursor.seq) | Q(message_seq=cursor.seq, block_seq__gt=cursor.block)
+
+
+def _before(cursor: Cursor) -> Q:
+    if cursor.block is None:
+        return Q(message_seq__lt=cursor.seq)
+    return Q(message_seq__lt=cursor.seq) | Q(message_seq=cursor.seq, block_seq__lt=cursor.block)
+
+
+def _capped_count(entries: QuerySet[SearchEntry]) -> int:
+    return entries.order_by()[: COUNT_CAP + 1].count()
+
+
+def search_page(
+    conversation: Conversation,
+    q: str,
+    *,
+    after: Cursor | None = None,
+    before: Cursor | None = None,
+) -> HitPage:
+    """The blocks holding every word of `q` (as the list's search finds them), a page
+    after `after` (or from the start) or the page just before `before`, with snippets.
+    Raises QueryError for a `q` the list refuses."""
+    query = parse_query(q)
+    if query.empty:
+        return HitPage([], None, 0, False, False)
+    entries = SearchEntry.objects.filter(
+        Matches(query),
+        conversation=conversation,
+        message_seq__isnull=False,
+        message_seq__lt=conversation.message_count,
+    )
+    if before is not None:
+        wanted = entries.filter(_before(before)).order_by("-message_seq", "-block_seq")
+    else:
+        wanted = entries.filter(_after(after)) if after is not None else entries
+        wanted = wanted.order_by("message_seq", "block_seq")
+    # Entries of blocks always have both seqs (a constraint); the title's were left out.
+    places = [
+        (int(seq or 0), int(block or 0))
+        for seq, block in wanted.values_list("message_seq", "block_seq")[: HITS_PAGE + 1]
+    ]
+    more = len(places) > HITS_PAGE
+    places = places[:HITS_PAGE]
+    if before is not None:
+        places.reverse()
+    total = _capped_count(entries)
+    offset: int | None = None
+    if places:
+        ahead = _capped_count(entries.filter(_before(Cursor(*places[0]))))
+        offset = ahead if ahead <= COUNT_CAP else None
+    return HitPage(
+        _hits(conversation, places, q), offset, min(total, COUNT_CAP), total > COUNT_CAP, more
+    )
+
+
+def _hits(conversation: Conversation, places: list[tuple[int, int]], q: str) -> list[Hit]:
+    """The blocks at these places with a snippet of each, read to the start a snippet
+    looks at (one query)."""
+    if not places:
+        return []
+    query = parse_query(q)
+    where = Q()
+    for seq, block in places:
+        where |= Q(message__seq=seq, seq=block)
+    head = SNIPPET_SCAN_CHARS + 1  # one more: a longer text gets its closing "…"
+    rows = (
+        _blocks(conversation)
+        .filter(where)
+        .annotate(head=Substr("text", 1, head), input_head=Substr("input_json", 1, head))
+        .values_list("message__seq", "seq", "type", "is_error", "head", "name", "input_head")
+    )
+    found = {}
+    for seq, block, block_type, is_error, text, name, input_head in rows:
+        found[(seq, block)] = Hit(
+            seq,
+            block,
+            block_type,
+            is_error,
+            snippet(searchable_text(block_type, text, name, input_head), query),
+        )
+    return [found[place] for place in places if place in found]
