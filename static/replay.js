@@ -206,6 +206,18 @@
     }
   });
 
+  // Trimmed as soon as a window is swapped in, not at settle (20 ms later): the document
+  // never holds more than DOCUMENT messages for anyone to see.
+  var trimmed = new WeakSet();
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var xhr = event.detail && event.detail.xhr;
+    var target = event.detail && event.detail.target;
+    if (!xhr || trimmed.has(xhr) || !target) { return; }
+    trimmed.add(xhr);
+    if (target.id === "earlier") { trim("start"); }
+    if (target.id === "later") { trim("end"); }
+  });
+
   var settled = new WeakSet();  // htmx fires afterSettle on every swapped element: act once
   document.addEventListener("htmx:beforeRequest", function () { keptHash = window.location.hash; });
   document.addEventListener("htmx:afterSettle", function (event) {
@@ -221,8 +233,6 @@
       reveal();
       return;
     }
-    if (id === "earlier") { trim("start"); }
-    if (id === "later") { trim("end"); }
     if (id === "earlier" || id === "later" || id === "messages") { changed(); }
     if (pendingSeq !== null) { reveal(); }
   });

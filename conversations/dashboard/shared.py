@@ -283,6 +283,7 @@ def message_projection(
     )
 
 
+@share_view
 def find(request: HttpRequest, link: ShareLink, token: str, opts: ReplayOptions) -> HttpResponse:
     """The page's finder (search, filters' "find more", problems, tool rounds), inside the
     link's scope: a frozen link's finder never sees a message past its last."""

@@ -22,6 +22,7 @@ pytestmark = pytest.mark.live
 
 NOT_SEEN = "[Image (image/png): not seen — this model cannot view images]"
 SCREENSHOT = ROOT / "static" / "screenshot-conversation.png"
+PHONE_SCREENSHOT = ROOT / "static" / "screenshot-phone.png"
 
 
 def stored_demo() -> Conversation:
@@ -361,8 +362,13 @@ def test_readme_screenshot(page, transactional_db):
     page.wait_for_load_state("networkidle")
     image = page.screenshot()
     assert image.startswith(b"\x89PNG")
+    page.set_viewport_size({"width": 390, "height": 844})  # and on a phone
+    page.wait_for_timeout(200)
+    phone = page.screenshot()
+    assert phone.startswith(b"\x89PNG")
     if os.environ.get("REPLAY_UPDATE_SCREENSHOT") == "1":
         SCREENSHOT.write_bytes(image)
+        PHONE_SCREENSHOT.write_bytes(phone)
 
 
 def test_typing_a_search_filters_the_list_and_a_refused_one_says_why(operator_page, console):
@@ -398,10 +404,22 @@ def test_deep_link_loads_a_bounded_window_around_its_target_with_earlier_and_lat
     expect(messages.first).to_have_id("m-300")
     expect(page.locator("#m-699")).to_have_count(0)
     later = page.locator("#later button")
+    # The most messages the document ever holds, at every change (not only when asked).
+    page.evaluate(
+        """() => {
+            window.__most = 0;
+            const box = document.getElementById("messages");
+            new MutationObserver(() => {
+                const held = box.querySelectorAll(":scope > article.message").length;
+                window.__most = Math.max(window.__most, held);
+            }).observe(box, {childList: true});
+        }"""
+    )
     for last in (499, 599, 699):
         later.click()
         expect(messages.last).to_have_id(f"m-{last}")
         assert messages.count() <= 300
+    assert page.evaluate("window.__most") <= 300
     expect(messages.last).to_have_id("m-699")
     expect(messages.first).to_have_id("m-400")
     expect(later).to_have_count(0)
