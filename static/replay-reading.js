@@ -144,11 +144,26 @@
     return Math.floor(seconds / 60) + " min ago";
   }
 
+  // The list's "last activity": always relative, in the largest unit, as the server says it.
+  var UNITS = [[86400 * 365, "year"], [86400 * 30, "month"], [86400 * 7, "week"], [86400, "day"],
+    [3600, "hour"], [60, "minute"]];
+
+  function ago(d, now) {
+    var seconds = (now - d.getTime()) / 1000;
+    if (seconds < 60) { return "just now"; }
+    for (var i = 0; i < UNITS.length; i++) {
+      var n = Math.floor(seconds / UNITS[i][0]);
+      if (n >= 1) { return n + "\u00a0" + UNITS[i][1] + (n === 1 ? "" : "s") + " ago"; }
+    }
+    return "just now";
+  }
+
   function localise(time, now) {
     var d = new Date(time.getAttribute("datetime"));
     if (isNaN(d.getTime())) { return; }
     var exact = local(d);
-    var recent = relative(d, now);
+    var always = time.classList.contains("ago");
+    var recent = always ? ago(d, now) : relative(d, now);
     var text = recent || exact;
     var title = exact + " (" + ZONE + ") · " + utc(d);
     var stored = time.getAttribute("data-stored");  // a source's own time, stored later

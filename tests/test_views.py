@@ -1155,3 +1155,9 @@ def test_a_message_of_many_blocks_shows_the_first_hundred_and_says_so(
     assert wire["content"].startswith(shown) and shown.endswith("step 99\n\n")
     response = operator_client.get(projection.find("button", "load-rest").attrs["data-url"])
     assert response.content.decode() == wire["content"]
+
+
+def test_list_says_just_now_for_activity_within_a_minute(operator_client: Client, db: None) -> None:
+    conversation_with("Fresh")
+    (row,) = list_rows(page(operator_client.get("/")))
+    assert row.find("time").text.strip() == "just now"

@@ -318,6 +318,14 @@ class MessageView:
         return fold_label(self.text or "", self.truncated)
 
 
+def ago(when: datetime, now: datetime) -> str:
+    """ "just now" within a minute, else "3 hours ago" (the largest unit only); the page's
+    script keeps it current and says it in the viewer's zone on hover."""
+    if (now - when).total_seconds() < 60:
+        return "just now"
+    return f"{timesince(when, now).split(',')[0]} ago"
+
+
 @dataclass(frozen=True)
 class ConversationRow:
     conversation: Conversation
@@ -763,7 +771,7 @@ def conversation_rows(conversations: list[Conversation], *, q: str = "") -> list
             ConversationRow(
                 conversation=c,
                 url=c.get_absolute_url(),
-                relative=f"{timesince(c.updated_at, now).split(',')[0]} ago",
+                relative=ago(c.updated_at, now),
                 exact=c.updated_at.isoformat(timespec="seconds"),
                 unanswered=c.unanswered_calls > 0,
                 model=selectors.conversation_model(c),

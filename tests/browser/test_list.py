@@ -137,3 +137,27 @@ def test_typing_a_search_replaces_the_url_without_adding_history(operator_page: 
     expect(rows.first).to_contain_text("Deploy failed")
     assert page.evaluate("history.length") == before
     assert query(page) == {"q": ["deploy fa"]}
+
+
+def test_last_activity_is_relative_and_says_the_viewers_time_and_utc_on_hover(
+    operator_page: Any,
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    page = operator_page
+    old = conversation("Three hours ago", [("user", [{"type": "text", "text": "then"}])])
+    when = timezone.now() - timedelta(hours=3, minutes=5)
+    off_loop(lambda: Conversation.objects.filter(pk=old.pk).update(updated_at=when))
+    conversation("Just now", [("user", [{"type": "text", "text": "now"}])])
+    page.clock.install()  # the page's clock, moved forward below
+    page.goto("/")
+    fresh = page.locator("#results tr.row", has_text="Just now").locator("time")
+    older = page.locator("#results tr.row", has_text="Three hours ago").locator("time")
+    expect(fresh).to_have_text("just now")  # not "0 minutes ago"
+    expect(older).to_have_text("3\xa0hours ago")
+    title = older.get_attribute("title") or ""
+    assert when.strftime("%Y-%m-%d %H:%M:%S UTC") in title, title
+    page.clock.fast_forward("02:10")
+    expect(fresh).to_have_text("2\xa0minutes ago")
