@@ -203,6 +203,30 @@ def test_source_time_is_parsed_when_it_is_iso_with_a_zone_else_kept_as_text() ->
     assert presenters.source_time({"timestamp": 1700000000}) == (None, "")
 
 
+EDGES = ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"]
+
+
+@pytest.mark.parametrize("stamp", EDGES)
+def test_a_source_time_past_the_calendars_ends_in_utc_is_kept_as_text(stamp: str) -> None:
+    assert presenters.source_time({"timestamp": stamp}) == (None, stamp)
+
+
+@pytest.mark.django_db
+def test_a_message_whose_source_time_is_out_of_range_still_renders(
+    operator_client: Client,
+) -> None:
+    conversation = services.conversation_create(title="Edge of time")
+    for stamp in EDGES:
+        services.message_append(
+            conversation=conversation, role="user", blocks=[BLOCK_ADAPTER.validate_python(text("hi"))],
+            metadata={"timestamp": stamp},
+        )  # fmt: skip
+    body = page(operator_client.get(detail_url(conversation)))
+    assert all(stamp in str(body) for stamp in EDGES)
+    frame = fragments.messages_frame(str(conversation.id), [0, 1], True, "openai")
+    assert all(stamp in frame.html for stamp in EDGES)
+
+
 @pytest.mark.django_db
 def test_hostile_metadata_is_text_in_the_header_and_none_is_never_printed(
     operator_client: Client,

@@ -1250,11 +1250,13 @@ def source_time(metadata: object) -> tuple[datetime | None, str]:
         return None, ""
     try:
         parsed = datetime.fromisoformat(value) if len(value) <= 64 else None
-    except ValueError:
-        parsed = None
-    if parsed is None or parsed.tzinfo is None:
+        # At the ends of the calendar ("0001-01-01T00:00:00+01:00") UTC is out of range.
+        in_utc = parsed.astimezone(UTC) if parsed is not None and parsed.tzinfo else None
+    except (ValueError, OverflowError):
+        in_utc = None
+    if in_utc is None:
         return None, _cut(value, META_CHARS)
-    return parsed.astimezone(UTC), ""
+    return in_utc, ""
 
 
 def conversation_meta(metadata: object, *, model: str = "") -> list[MetaItem]:
