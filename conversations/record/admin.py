@@ -196,8 +196,9 @@ class MessageAdmin(ReadOnlyMixin, admin.ModelAdmin[Message]):
         if found.capped:
             self.message_user(
                 request,
-                f"More than {selectors.MESSAGE_SEARCH_BLOCKS:,} blocks hold these words: "
-                "shown are the messages of the first ones found. Add a word to narrow it.",
+                f"More than {selectors.MESSAGE_SEARCH_BLOCKS:,} blocks (or "
+                f"{selectors.MESSAGE_SEARCH_TITLES} titles) hold these words: shown are the "
+                "messages of the first ones found. Add a word to narrow it.",
                 messages.WARNING,
             )
         return queryset.filter(found.condition), False

@@ -112,6 +112,9 @@ class MessageSearch(NamedTuple):
 
 
 MESSAGE_SEARCH_BLOCKS = 1000  # matching blocks a message search reads at most
+# Conversations whose title matches, whose messages a search lists (a common word would
+# otherwise list every message of every conversation that has it).
+MESSAGE_SEARCH_TITLES = 20
 _PAIRS_PER_QUERY = 100  # conversations per lookup of their messages by seq
 
 
@@ -132,14 +135,17 @@ def messages_matching(q: str, *, limit: int = MESSAGE_SEARCH_BLOCKS) -> MessageS
         return MessageSearch(Q(pk__in=[]), False)
     entries = search_entries(q)
     titles = list(
-        entries.filter(message_seq__isnull=True).values_list("conversation_id", flat=True)
+        entries.filter(message_seq__isnull=True)
+        .order_by()
+        .values_list("conversation_id", flat=True)[: MESSAGE_SEARCH_TITLES + 1]
     )
     places = list(
         entries.filter(message_seq__isnull=False)
         .order_by()
         .values_list("conversation_id", "message_seq")[: limit + 1]
     )
-    capped = len(places) > limit
+    capped = len(places) > limit or len(titles) > MESSAGE_SEARCH_TITLES
+    titles = titles[:MESSAGE_SEARCH_TITLES]
     seqs: dict[uuid.UUID, set[int]] = {}
     for conversation_id, message_seq in places[:limit]:
         if message_seq is not None:  # always, by the filter: a block's entry
