@@ -385,7 +385,7 @@ def test_a_filtered_page_reads_its_partial_index(
                 assert not any(step.lstrip(" ->").startswith("Sort") for step in plan), plan
 
 
-# -- migration 0008 backfills what was stored before it -----------------------------------
+# -- migration 0009 backfills what was stored before 0008 -----------------------------------
 
 
 @pytest.mark.django_db(transaction=True)
@@ -396,7 +396,7 @@ def test_the_migration_backfills_in_batches_and_keeps_the_order(
 
     from django.db.migrations.executor import MigrationExecutor
 
-    backfill = importlib.import_module("conversations.migrations.0008_list_filters_and_model")
+    backfill = importlib.import_module("conversations.migrations.0009_backfill_list_filters")
     monkeypatch.setattr(backfill, "BATCH", 2)  # five conversations: three batches
     before = [("conversations", "0007_share_share_links")]
     executor = MigrationExecutor(connection)

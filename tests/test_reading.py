@@ -217,10 +217,10 @@ def test_a_message_whose_source_time_is_out_of_range_still_renders(
 ) -> None:
     conversation = services.conversation_create(title="Edge of time")
     for stamp in EDGES:
+        hi = BLOCK_ADAPTER.validate_python(text("hi"))
         services.message_append(
-            conversation=conversation, role="user", blocks=[BLOCK_ADAPTER.validate_python(text("hi"))],
-            metadata={"timestamp": stamp},
-        )  # fmt: skip
+            conversation=conversation, role="user", blocks=[hi], metadata={"timestamp": stamp}
+        )
     body = page(operator_client.get(detail_url(conversation)))
     assert all(stamp in str(body) for stamp in EDGES)
     frame = fragments.messages_frame(str(conversation.id), [0, 1], True, "openai")
