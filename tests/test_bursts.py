@@ -128,3 +128,54 @@ def test_a_burst_past_its_bound_carries_only_the_latest_positions(monkeypatch: A
         assert held["positions"] == [[n, 1] for n in range(7, 12)]
 
     async_to_sync(body)()
+
+
+def test_a_burst_after_a_burst_gets_a_window_of_its_own() -> None:
+    """The first burst's timer, still pending when a quiet add told that burst early,
+    must not cut the next burst's window short."""
+    conversation = services.conversation_create(title="Two bursts")
+    cid = str(conversation.id)
+
+    async def body() -> None:
+        page = await Member.join(events.conversation_group(cid))
+        await sync_to_async(lambda: [append(conversation, "a"), append(conversation, "b")])()
+        assert (await page.next())["type"] == "conversation.message_added"  # a, at once
+        await page.nothing(GAP + 0.1)  # b is held; the first window has not ended
+        await sync_to_async(lambda: [append(conversation, "c"), append(conversation, "d")])()
+        told = await page.next()  # c ends the burst: b and c go at once
+        told_at = time.monotonic()
+        assert told["positions"] == [[1, 1], [2, 1]]
+        second = await page.next(seconds=5)  # d: a whole window after that
+        assert second["positions"] == [[3, 1]]
+        assert time.monotonic() - told_at >= WINDOW_MS / 1000 * 0.9
+
+    async_to_sync(body)()
+
+
+def test_a_layer_failing_a_held_burst_does_not_lose_the_event_behind_it(
+    monkeypatch: Any,
+) -> None:
+    conversation = services.conversation_create(title="Failing layer")
+    cid = str(conversation.id)
+    send = events._send
+
+    async def refusing_bursts(groups: list[str], message: dict[str, Any]) -> None:
+        if message["type"] == "conversation.changed":
+            raise TimeoutError
+        await send(groups, message)
+
+    monkeypatch.setattr(events, "_send", refusing_bursts)
+
+    async def body() -> None:
+        page = await Member.join(events.conversation_group(cid))
+
+        def burst_then_delete() -> None:
+            for n in range(3):
+                append(conversation, f"{n}")
+            services.conversation_delete(conversation=conversation)
+
+        await sync_to_async(burst_then_delete)()
+        told = [await page.next(), await page.next()]
+        assert [e["type"] for e in told] == ["conversation.message_added", "conversation.deleted"]
+
+    async_to_sync(body)()

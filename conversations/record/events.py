@@ -159,14 +159,26 @@ class Outbox:
         self.last_event: dict[str, float] = {}  # conversation → when its last add came
         self.last_sent: dict[str, float] = {}  # conversation → when its last add went out
         self.held: dict[str, dict[int, int]] = {}  # conversation → positions not yet told
+        self.timers: dict[str, asyncio.TimerHandle] = {}  # conversation → when it is told
         self.task = loop.create_task(self.drain())  # kept alive by this outbox
 
-    def put(self, item: Item | str) -> None:
+    def put(self, item: Item) -> None:
         try:
             self.queue.put_nowait(item)
         except asyncio.QueueFull:
-            kind = item if isinstance(item, str) else item[1]["type"]
-            log.warning("could not publish %s: %d events wait already", kind, OUTBOX_LIMIT)
+            log.warning(
+                "could not publish %s: %d events wait already", item[1]["type"], OUTBOX_LIMIT
+            )
+
+    def due(self, conversation_id: str) -> None:
+        """A held burst's time has come: queued behind what waits (order is kept); a full
+        queue tries again shortly rather than leave the burst untold."""
+        try:
+            self.queue.put_nowait(conversation_id)
+        except asyncio.QueueFull:
+            self.timers[conversation_id] = self.loop.call_later(
+                BURST_GAP, self.due, conversation_id
+            )
 
     async def drain(self) -> None:
         while True:
@@ -177,15 +189,16 @@ class Outbox:
                 else:
                     await self.take(*item)
             except Exception as exc:
-                _log_failure(item[1] if not isinstance(item, str) else {"type": "burst",
-                             "conversation_id": item}, exc)  # fmt: skip
+                if isinstance(item, str):
+                    item = ([], {"type": "conversation.changed", "conversation_id": item})
+                _log_failure(item[1], exc)
 
     async def take(self, groups: list[str], message: dict[str, object]) -> None:
         conversation_id = str(message.get("conversation_id", ""))
         position = _position(message)
         window = settings.REPLAY_LIVE_BURST_MS / 1000
         if position is None or window <= 0:
-            await self.flush(conversation_id)  # what was held goes first: order is kept
+            await self.flush_first(conversation_id)  # what was held goes first: order is kept
             await _send(groups, message)
             return
         now = self.loop.time()
@@ -200,13 +213,26 @@ class Outbox:
         if held is None:
             held = self.held[conversation_id] = {}
             due = self.last_sent.get(conversation_id, now) + window - now
-            self.loop.call_later(max(0.0, due), self.put, conversation_id)
+            self.timers[conversation_id] = self.loop.call_later(
+                max(0.0, due), self.due, conversation_id
+            )
         seq, blocks = position
         held[seq] = max(held.get(seq, 0), blocks)
         if not burst:
-            await self.flush(conversation_id)  # the burst is over: tell it now
+            await self.flush(conversation_id)  # the burst is over: tell it now, with this add
+
+    async def flush_first(self, conversation_id: str) -> None:
+        """Tell what is held before another event of the conversation; a layer that fails
+        it is logged, and the event behind still goes (watchers resync the gap)."""
+        try:
+            await self.flush(conversation_id)
+        except Exception as exc:
+            _log_failure({"type": "conversation.changed", "conversation_id": conversation_id}, exc)
 
     async def flush(self, conversation_id: str) -> None:
+        timer = self.timers.pop(conversation_id, None)
+        if timer is not None:
+            timer.cancel()  # a later burst gets a window of its own, not this one's end
         held = self.held.pop(conversation_id, None)
         if not held:
             return
