@@ -111,6 +111,30 @@ def kind_of(block: Block) -> BlockKind:
             assert_never(block)
 
 
+def kind_named(name: str) -> BlockKind:
+    """The kind a stored type name names (ValueError for none: the record allows none)."""
+    for kind in BLOCK_KINDS:
+        if kind == name:
+            return kind
+    raise ValueError(f"no block kind is named {name!r}")
+
+
+ToolSide = Literal["call", "result"]
+
+
+def tool_side(kind: BlockKind) -> ToolSide | None:
+    """Which half of a tool round a block of this kind is, if either."""
+    match kind:
+        case "tool_use":
+            return "call"
+        case "tool_result":
+            return "result"
+        case "text" | "reasoning" | "image":
+            return None
+        case _:
+            assert_never(kind)
+
+
 def label(block: Block) -> str:
     """What the dashboard calls a block."""
     match block:

@@ -19,6 +19,7 @@ from typing import NamedTuple, assert_never
 from django.db.models import Exists, Max, Min, OuterRef, Q, QuerySet
 from django.db.models.functions import Substr
 
+from conversations.core.blocks import ToolSide, kind_named, tool_side
 from conversations.core.finding import Cursor, FindKind
 from conversations.core.search import SNIPPET_SCAN_CHARS, parse_query, snippet
 from conversations.record.models import Block, Conversation, Message, SearchEntry
@@ -143,12 +144,12 @@ def find_step(
     candidates = list(
         rows.values_list("message__seq", "seq", "type", "is_error", "call_id")[:SCAN_BLOCKS]
     )
-    calls = [call_id for _, _, kind_, _, call_id in candidates if kind_ == "tool_use"]
+    calls = [call_id for _, _, kind_, _, call_id in candidates if _side(kind_) == "call"]
     have_results = answered(conversation, calls) if kind == "problem" else set()
     for seq, block, block_type, is_error, call_id in candidates:
         what = block_type
         if kind == "problem":
-            if block_type == "tool_use" and call_id in have_results:
+            if _side(block_type) == "call" and call_id in have_results:
                 continue
             what = "error" if is_error else "unanswered"
         elif is_error:
@@ -176,8 +177,8 @@ def tool_pairs(conversation: Conversation, rows: Sequence[PreviewRow]) -> Pairs:
     if not rows:
         return Pairs({}, {})
     first, last = rows[0].seq, rows[-1].seq
-    call_ids = {b.call_id for r in rows for b in r.blocks if b.type == "tool_use"}
-    result_ids = {b.call_id for r in rows for b in r.blocks if b.type == "tool_result"}
+    call_ids = {b.call_id for r in rows for b in r.blocks if _side(b.type) == "call"}
+    result_ids = {b.call_id for r in rows for b in r.blocks if _side(b.type) == "result"}
     results: dict[str, int] = {}
     for chunk in _chunks(sorted(call_ids - result_ids)):
         grouped = (
@@ -313,3 +314,8 @@ def _hits(conversation: Conversation, places: list[tuple[int, int]], q: str) -> 
             snippet(searchable_text(block_type, text, name, input_head), query),
         )
     return [found[place] for place in places if place in found]
+
+
+def _side(stored_type: str) -> ToolSide | None:
+    """Which half of a tool round a stored block is (its type, through the registry)."""
+    return tool_side(kind_named(stored_type))

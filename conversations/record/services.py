@@ -24,7 +24,7 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from conversations.core import follow, importers, replay, search, status
-from conversations.core.blocks import BlockKind
+from conversations.core.blocks import BlockKind, kind_named, tool_side
 from conversations.record import events, selectors
 from conversations.record.models import (
     ApiToken,
@@ -291,10 +291,7 @@ def block_append(*, message: Message, block: BlockIn) -> Block:
         changes: dict[str, Any] = {"block_count": F("block_count") + 1}
         if row.is_error:
             changes["error_count"] = F("error_count") + 1
-        if current.seq == locked.message_count - 1 and row.type in (
-            BlockType.TOOL_USE,
-            BlockType.TOOL_RESULT,
-        ):
+        if current.seq == locked.message_count - 1 and tool_side(kind_named(row.type)) is not None:
             # Only the last message's calls count; only this call's id can change.
             change = _open_change(current, row)
             if change:
