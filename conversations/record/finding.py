@@ -280,7 +280,9 @@ def search_page(
         places.reverse()
     total = _capped_count(entries)
     offset: int | None = None
-    if places:
+    if places and after is None and before is None:
+        offset = 0  # from the start: nothing is ahead, and nothing need count it
+    elif places:
         ahead = _capped_count(entries.filter(_before(Cursor(*places[0]))))
         offset = ahead if ahead <= COUNT_CAP else None
     return HitPage(
