@@ -182,6 +182,10 @@ def bench_bounds(results: Results, server: Daphne, session: str, one: Any, sixty
     pid = server.process.pid
     with httpx.Client(base_url=server.url, cookies={"sessionid": session}, timeout=300) as web:
         web.get("/").raise_for_status()  # warm: settings, templates, the session
+        # What the process holds already (parts a and b, the tokenizer): the pages' own
+        # cost is the peak minus this.
+        reset_peak_rss(pid)
+        results.figure("c: RSS before the 10 MB pages", peak_rss_mb(pid), "MB")
         for name, conversation in (("1 × 10 MB", one), ("60 × 10 MB", sixty)):
             path = f"/c/{conversation.pk}/"
             times, peaks = [], []

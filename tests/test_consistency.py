@@ -254,3 +254,26 @@ def test_a_frame_whose_message_grew_mid_render_counts_the_blocks_it_shows() -> N
     fresh = fragments.messages_frame(cid, [1], True, "openai")
     assert raced.counts == fresh.counts == {1: 1}
     assert margin_tokens(raced.html, 1) == margin_tokens(fresh.html, 1)
+
+
+# -- the streamed read that cold counts use ------------------------------------------------
+
+
+def test_streamed_rows_are_message_rows_one_message_at_a_time(
+    conversation: Conversation, monkeypatch: Any
+) -> None:
+    services.message_append(conversation=conversation, role="assistant", blocks=[])
+    services.message_append(
+        conversation=conversation, role="user", blocks=[text("x" * 5000), text("y")]
+    )
+    whole = selectors.message_rows(conversation, image_data=False)
+    for limit in (1, 100, 10**9):  # a block per batch, a few, all at once
+        monkeypatch.setattr(selectors, "STREAMED_BYTES", limit)
+        assert list(selectors.message_rows_streamed(conversation)) == whole
+    assert list(selectors.message_rows_streamed(conversation, start=1, stop=3)) == whole[1:3]
+
+
+def test_a_streamed_read_during_a_write_is_consistent_too(conversation: Conversation) -> None:
+    with before_reading_blocks(lambda: write_meanwhile(conversation.pk)):
+        rows = list(selectors.message_rows_streamed(conversation))
+    assert [(row.seq, len(row.blocks)) for row in rows] == [(0, 2), (1, 2), (2, 2)]

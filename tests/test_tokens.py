@@ -168,3 +168,32 @@ def test_usage_in_either_providers_names() -> None:
     assert tokens.ratio(120, 100) == 1.2
     assert tokens.ratio(None, 100) is None
     assert tokens.ratio(5, 0) is None
+
+
+# -- a long text is counted a piece at a time, exactly -----------------------------------
+
+
+def long_texts() -> list[str]:
+    import random
+
+    rng = random.Random(7)
+    words = ["alpha", "Beta", "γάμμα", "42", "1234567", "x=1;", ".", "/", "//", "/path", " ",
+             "  ", "\n", "\n\n", " \n", "\r\n", "\t", "'s", "😀", "{\"k\": [1, 2]}", "a.\n/b"]  # fmt: skip
+    texts = ["".join(rng.choice(words) for _ in range(60_000)) for _ in range(6)]
+    texts.append("line of a log\n" * 40_000)  # newlines everywhere
+    texts.append("x" * 600_000)  # no newline at all
+    texts.append(".\n/" * 200_000)  # every newline followed by "/": none to cut at
+    return texts
+
+
+@pytest.mark.parametrize("index", range(9))
+def test_a_long_text_counts_as_the_encoder_counts_it_whole(
+    index: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = long_texts()[index]
+    monkeypatch.setattr(tokens, "COUNT_CHUNK", 4096)  # many pieces, many cuts
+    whole = len(tokens.encoding().encode_ordinary(text))
+    assert tokens.count_text(text) == whole
+    pieces = list(tokens._pieces(text))
+    assert pieces[0][0] == 0 and pieces[-1][1] == len(text)
+    assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:], strict=False))

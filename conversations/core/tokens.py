@@ -13,7 +13,7 @@ import base64
 import functools
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, assert_never
@@ -100,11 +100,60 @@ def encoding() -> tiktoken.Encoding:
     )
 
 
+COUNT_CHUNK = 1 << 18  # characters encoded at once: a 10 MB text is not 3 M tokens in memory
+
+
 def count_text(text: str) -> int:
-    """Tokens of `text` as ordinary text (special-token strings count as plain text)."""
+    """Tokens of `text` as ordinary text (special-token strings count as plain text).
+
+    A long text is encoded a piece at a time, cut only where the encoding's pre-tokenizer
+    cuts anyway (after a newline that a character other than whitespace or "/" follows:
+    no piece of o200k_base or cl100k_base reaches across it), so the count is exact.
+    """
     if not text:
         return 0
-    return len(encoding().encode_ordinary(text))
+    encode = encoding().encode_ordinary
+    return sum(len(encode(text[start:end])) for start, end in _pieces(text))
+
+
+def _pieces(text: str) -> Iterator[tuple[int, int]]:
+    start = 0
+    while len(text) - start > COUNT_CHUNK:
+        cut = _cut_before(text, start + COUNT_CHUNK, start + COUNT_CHUNK // 2)
+        if cut is None:
+            cut = _cut_after(text, start + COUNT_CHUNK)
+        if cut is None:
+            break  # no newline to cut at from here on: the rest at once
+        yield start, cut
+        start = cut
+    yield start, len(text)
+
+
+def _safe(text: str, cut: int) -> bool:
+    return (
+        0 < cut < len(text)
+        and text[cut - 1] == "\n"
+        and not text[cut].isspace()
+        and (text[cut] != "/")
+    )
+
+
+def _cut_before(text: str, limit: int, floor: int) -> int | None:
+    at = text.rfind("\n", floor, limit)
+    while at != -1:
+        if _safe(text, at + 1):
+            return at + 1
+        at = text.rfind("\n", floor, at)
+    return None
+
+
+def _cut_after(text: str, limit: int) -> int | None:
+    at = text.find("\n", limit)
+    while at != -1:
+        if _safe(text, at + 1):
+            return at + 1
+        at = text.find("\n", at + 1)
+    return None
 
 
 @functools.cache

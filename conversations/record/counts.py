@@ -121,8 +121,10 @@ def message_counts(conversation: Conversation, options: ReplayOptions) -> list[C
             found[seq] = hit
     if missing:
         wanted = set(missing)
-        rows = selectors.message_rows(
-            conversation, start=min(wanted), stop=max(wanted) + 1, image_data=False
+        # Streamed: a cold count of 60 messages of 10 MB holds one message's texts at a
+        # time, not 600 MB.
+        rows = selectors.message_rows_streamed(
+            conversation, start=min(wanted), stop=max(wanted) + 1
         )
         for row in rows:
             if row.seq in wanted:

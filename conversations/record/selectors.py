@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any, NamedTuple, assert_never, cast
 
@@ -241,6 +242,68 @@ def message_rows(
     `image_data=False` leaves images' base64 unread (empty), for readers that need only
     their size, such as token counts.
     """
+    rows, counts, blocks = _rows_and_blocks(conversation, start, stop, image_data)
+    for values in blocks:
+        block = BlockRow._make(values)
+        if block.seq < counts.get(block.message_id, 0):
+            rows[block.message_id].blocks.append(block)
+    return list(rows.values())
+
+
+STREAMED_BYTES = 4 * 1024 * 1024  # block text a streamed read holds at once (about)
+STREAMED_BLOCKS = 500  # … and blocks
+
+
+def message_rows_streamed(
+    conversation: Conversation, *, start: int = 0, stop: int | None = None
+) -> Iterator[MessageRow]:
+    """`message_rows(..., image_data=False)` one message at a time, in seq order: a reader
+    done with each message (counting) holds about STREAMED_BYTES of texts, not the range's.
+
+    The blocks' sizes are read first (PostgreSQL from the TOAST header), then the blocks in
+    batches of at most STREAMED_BYTES (or one block, if larger) and STREAMED_BLOCKS.
+    """
+    rows, counts, blocks = _rows_and_blocks(conversation, start, stop, False)
+    sizes = blocks.annotate(size=OctetLength("text") + OctetLength("input_json")).values_list(
+        "id", "message_id", "seq", "size"
+    )
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    held = 0
+    for block_id, message_id, seq, size in sizes:
+        if seq >= counts.get(message_id, 0):
+            continue  # committed after its message was read: left out, as message_rows does
+        if batch and (held + size > STREAMED_BYTES or len(batch) == STREAMED_BLOCKS):
+            batches.append(batch)
+            batch, held = [], 0
+        batch.append(block_id)
+        held += size
+    if batch:
+        batches.append(batch)
+    # Each message is let go once yielded: the reader alone holds it from then on.
+    pending = deque(rows.values())
+    rows.clear()
+    current = pending.popleft() if pending else None
+    for ids in batches:
+        for values in blocks.filter(id__in=ids):
+            block = BlockRow._make(values)
+            # Ids grow with seq in a conversation (appends hold its lock): earlier
+            # messages are whole once a later one's block arrives.
+            while current is not None and current.id != block.message_id:
+                yield current
+                current = pending.popleft() if pending else None
+            if current is not None:
+                current.blocks.append(block)
+    while current is not None:
+        yield current
+        current = pending.popleft() if pending else None
+
+
+def _rows_and_blocks(
+    conversation: Conversation, start: int, stop: int | None, image_data: bool
+) -> tuple[dict[int, MessageRow], dict[int, int], Any]:
+    """The messages of [start, stop) (by id, in seq order, without blocks), their block
+    counts, and the query of their blocks' BLOCK_COLUMNS in (message id, seq) order."""
     messages = Message.objects.filter(conversation=conversation, seq__gte=start)
     if stop is not None:
         messages = messages.filter(seq__lt=stop)
@@ -252,7 +315,7 @@ def message_rows(
         rows[pk] = MessageRow(pk, seq, role, created_at, metadata, [])
         counts[pk] = block_count
     if not rows:
-        return []
+        return rows, counts, Block.objects.none().values_list(*BLOCK_COLUMNS)
     last = next(reversed(rows.values())).seq
     blocks = Block.objects.filter(
         message__conversation=conversation, message__seq__gte=start, message__seq__lte=last
@@ -261,11 +324,7 @@ def message_rows(
     if not image_data:
         blocks = blocks.annotate(no_data=Value("", output_field=TextField()))
         columns = tuple("no_data" if c == "data" else c for c in BLOCK_COLUMNS)
-    for values in blocks.order_by("message_id", "seq").values_list(*columns):
-        block = BlockRow._make(values)
-        if block.seq < counts.get(block.message_id, 0):
-            rows[block.message_id].blocks.append(block)
-    return list(rows.values())
+    return rows, counts, blocks.order_by("message_id", "seq").values_list(*columns)
 
 
 class OctetLength(Func):
