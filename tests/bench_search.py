@@ -57,7 +57,7 @@ def store(rng: random.Random) -> int:
     from django.db import transaction
 
     from conversations.record import services
-    from conversations.record.models import Block, Message, SearchEntry
+    from conversations.record.models import Block, Message
 
     # About half the words are the sentences' few, half from a vocabulary of 50,000.
     vocabulary = random_words(rng, 50_000) + ["σίσυφος", "Достоевский"]
@@ -86,7 +86,7 @@ def store(rng: random.Random) -> int:
             entries = []
             for message, start in zip(messages, range(0, len(blocks), 3), strict=True):
                 entries += services._search_entries(message, blocks[start : start + 3])
-            SearchEntry.objects.bulk_create(entries, batch_size=1000)
+            services._insert_search_entries(conversation, entries)
             conversation.message_count = MESSAGES
             conversation.save(update_fields=["message_count"])
         stored += sum(len(block.text) + len(block.input_json) for block in blocks)

@@ -177,8 +177,8 @@ def long_texts() -> list[str]:
     import random
 
     rng = random.Random(7)
-    words = ["alpha", "Beta", "γάμμα", "42", "1234567", "x=1;", ".", "/", "//", "/path", " ",
-             "  ", "\n", "\n\n", " \n", "\r\n", "\t", "'s", "😀", "{\"k\": [1, 2]}", "a.\n/b"]  # fmt: skip
+    words = ["alpha", "Beta", "γάμμα", "42", "1234567", "x=1;", ".", "/", "//", "/path"]
+    words += [" ", "  ", "\n", "\n\n", " \n", "\r\n", "\t", "'s", "😀", '{"k": [1, 2]}', "a.\n/b"]
     texts = ["".join(rng.choice(words) for _ in range(60_000)) for _ in range(6)]
     texts.append("line of a log\n" * 40_000)  # newlines everywhere
     texts.append("x" * 600_000)  # no newline at all
