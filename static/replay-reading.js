@@ -231,18 +231,7 @@
       });
       return navigator.clipboard.write([item]);
     }
-    return text.then(function (t) {
-      if (navigator.clipboard && window.isSecureContext) { return navigator.clipboard.writeText(t); }
-      var area = document.createElement("textarea");  // plain HTTP: the old way
-      area.value = t;
-      area.setAttribute("readonly", "");
-      area.className = "offscreen";
-      document.body.appendChild(area);
-      area.select();
-      var ok = document.execCommand("copy");
-      area.remove();
-      if (!ok) { throw new Error("copy refused"); }
-    });
+    return text.then(window.replayCopy);  // replay.js: the clipboard, or plain HTTP's fallback
   }
 
   document.addEventListener("click", function (event) {

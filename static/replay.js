@@ -26,6 +26,7 @@
       if (ok) { resolve(); } else { reject(new Error("copy refused")); }
     });
   }
+  window.replayCopy = copyText;  // replay-reading.js copies through it too
 
   function messageUrl(seq) {
     var url = new URL(window.location.href);

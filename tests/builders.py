@@ -46,3 +46,20 @@ def make_user(username: str, *, operator: bool = True, password: str | None = No
             )
         )
     return user
+
+
+def stored(title: str, *messages: tuple[str, list[dict[str, Any]], dict[str, Any]]) -> Any:
+    """A conversation stored through the services: (role, blocks, metadata) per message."""
+    from conversations.record import services
+    from conversations.record.schemas import BLOCK_ADAPTER
+
+    conversation = services.conversation_create(title=title)
+    for role, blocks, metadata in messages:
+        services.message_append(
+            conversation=conversation,
+            role=role,
+            blocks=[BLOCK_ADAPTER.validate_python(b) for b in blocks],
+            metadata=metadata,
+        )
+    conversation.refresh_from_db()
+    return conversation

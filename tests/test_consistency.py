@@ -48,20 +48,25 @@ def elsewhere(work: Callable[[], None]) -> None:
 
 
 @contextmanager
-def before_reading_blocks(work: Callable[[], None]) -> Iterator[None]:
-    """Commit `work` from another connection just before this one first reads blocks."""
+def before_reading(table: str, work: Callable[[], None]) -> Iterator[None]:
+    """Commit `work` from another connection just before this one first reads `table`."""
     done = False
 
     def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
         nonlocal done
-        if not done and sql.lstrip().startswith("SELECT") and 'FROM "conversations_block"' in sql:
+        if not done and sql.lstrip().startswith("SELECT") and f'FROM "{table}"' in sql:
             done = True
             elsewhere(work)
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(wrapper):
         yield
-    assert done, "no block query ran"
+    assert done, f"no query read {table}"
+
+
+def before_reading_blocks(work: Callable[[], None]) -> Any:
+    """Commit `work` just before this connection first reads blocks."""
+    return before_reading("conversations_block", work)
 
 
 @pytest.fixture
@@ -202,24 +207,6 @@ def record_problem(record: dict[str, Any]) -> str:
 # -- a live frame read while its message grows ---------------------------------------------
 
 
-@contextmanager
-def before_reading_messages(work: Callable[[], None]) -> Iterator[None]:
-    """Commit `work` from another connection just before this one first reads messages
-    (after it has read the conversation's row)."""
-    done = False
-
-    def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        nonlocal done
-        if not done and sql.lstrip().startswith("SELECT") and 'FROM "conversations_message"' in sql:
-            done = True
-            elsewhere(work)
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(wrapper):
-        yield
-    assert done, "no message query ran"
-
-
 def margin_tokens(html: str, seq: int) -> str:
     import re
 
@@ -249,7 +236,8 @@ def test_a_frame_whose_message_grew_mid_render_counts_the_blocks_it_shows() -> N
             message=Message.objects.get(pk=message.pk), block=text("a streamed answer " * 40)
         )
 
-    with before_reading_messages(stream):
+    # After the conversation's row is read, before the message's.
+    with before_reading("conversations_message", stream):
         raced = fragments.messages_frame(cid, [1], True, "openai")
     fresh = fragments.messages_frame(cid, [1], True, "openai")
     assert raced.counts == fresh.counts == {1: 1}

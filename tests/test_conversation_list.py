@@ -23,6 +23,7 @@ from conversations.record import selectors, services
 from conversations.record.models import Block, Conversation, Message
 from conversations.record.schemas import BLOCK_ADAPTER
 from conversations.record.tail import Tail
+from tests.builders import stored as store
 from tests.builders import text, tool_result, tool_use
 from tests.conftest import ApiClient
 from tests.taildata import COMPACT, PARALLEL, REJECTED, conversation_of, lines
@@ -30,19 +31,6 @@ from tests.taildata import append as append_line
 from tests.test_views import list_rows, page, parse
 
 LIST = "/api/conversations"
-
-
-def store(title: str, *messages: tuple[str, list[dict[str, Any]], dict[str, Any]]) -> Conversation:
-    conversation = services.conversation_create(title=title)
-    for role, blocks, metadata in messages:
-        services.message_append(
-            conversation=conversation,
-            role=role,
-            blocks=[BLOCK_ADAPTER.validate_python(b) for b in blocks],
-            metadata=metadata,
-        )
-    conversation.refresh_from_db()
-    return conversation
 
 
 def add(conversation: Conversation, seq: int, block: dict[str, Any]) -> None:

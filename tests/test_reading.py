@@ -21,24 +21,11 @@ from conversations.live import fragments
 from conversations.record import services
 from conversations.record.models import Conversation
 from conversations.record.schemas import BLOCK_ADAPTER
-from tests.builders import png, text, tool_result, tool_use
+from tests.builders import png, stored, text, tool_result, tool_use
 from tests.realdata import REAL
 from tests.test_views import detail_url, page
 
 HOSTILE = '<script>alert(1)</script><img src=x onerror=alert(2)> hx-get="/admin/"'
-
-
-def stored(title: str, *messages: tuple[str, list[dict[str, Any]], dict[str, Any]]) -> Conversation:
-    conversation = services.conversation_create(title=title)
-    for role, blocks, metadata in messages:
-        services.message_append(
-            conversation=conversation,
-            role=role,
-            blocks=[BLOCK_ADAPTER.validate_python(b) for b in blocks],
-            metadata=metadata,
-        )
-    conversation.refresh_from_db()
-    return conversation
 
 
 # -- fold labels ----------------------------------------------------------------------------

@@ -396,7 +396,7 @@ def block_view(
 ) -> BlockView:
     """A block's record side: a text past 64 K characters, 400 lines or the budget shows
     its start."""
-    value = selectors.preview_value(row)
+    value = selectors.block_value(row)
     kind, label = blocks.kind_of(value), blocks.label(value)
     budget.spend(BLOCK_MARKUP + 2 * (escaped_bytes(row.name) + escaped_bytes(row.call_id)))
     rest = block_text_url(conversation_id, message_seq, row.seq)
@@ -443,7 +443,7 @@ def _cut_values(
     values: list[replay.Block] = []
     missing: dict[str, int] = {}
     for i, block in enumerate(row.blocks[:shown]):
-        value = selectors.preview_value(block)
+        value = selectors.block_value(block)
         mark = f"{marks}{i}\ue001"
         match value:
             case replay.TextBlock() | replay.ReasoningBlock():
@@ -1049,13 +1049,6 @@ def share_rows(conversation: Conversation, links: Sequence[ShareLink]) -> list[S
     now = timezone.now()
     rows = []
     for link in links:
-        fixed = []
-        if link.vision is not None:
-            fixed.append(f"vision {'on' if link.vision else 'off'}")
-        if link.shape:
-            fixed.append(link.shape)
-        if not link.images:
-            fixed.append("no images")
         rows.append(
             ShareRow(
                 id=link.pk,
@@ -1063,7 +1056,7 @@ def share_rows(conversation: Conversation, links: Sequence[ShareLink]) -> list[S
                 scope="live, whole"
                 if link.up_to_seq is None
                 else f"frozen, #0 to #{link.up_to_seq}",
-                toggles=", ".join(fixed) or "free",
+                toggles=link.toggles_label,
                 expires_at=link.expires_at,
                 view_count=link.view_count,
                 last_viewed_at=link.last_viewed_at,

@@ -293,14 +293,7 @@ class ShareLinkAdmin(admin.ModelAdmin[ShareLink]):
 
     @admin.display(description="Toggles")
     def toggles(self, obj: ShareLink) -> str:
-        fixed = []
-        if obj.vision is not None:
-            fixed.append(f"vision {'on' if obj.vision else 'off'}")
-        if obj.shape:
-            fixed.append(obj.shape)
-        if not obj.images:
-            fixed.append("no images")
-        return ", ".join(fixed) or "free"
+        return obj.toggles_label
 
     @admin.display(description="State")
     def state(self, obj: ShareLink) -> str:

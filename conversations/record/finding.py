@@ -179,35 +179,38 @@ def tool_pairs(conversation: Conversation, rows: Sequence[PreviewRow]) -> Pairs:
     first, last = rows[0].seq, rows[-1].seq
     call_ids = {b.call_id for r in rows for b in r.blocks if _side(b.type) == "call"}
     result_ids = {b.call_id for r in rows for b in r.blocks if _side(b.type) == "result"}
-    results: dict[str, int] = {}
-    for chunk in _chunks(sorted(call_ids - result_ids)):
-        grouped = (
-            _with_ids(conversation, "tool_result", chunk)
-            .order_by()
-            .values("call_id")
-            .annotate(
-                after=Min("message__seq", filter=Q(message__seq__gt=last)),
-                anywhere=Min("message__seq"),
-            )
-            .values_list("call_id", "after", "anywhere")
-        )
-        for call_id, later, anywhere in grouped:
-            results[call_id] = later if later is not None else anywhere
-    calls: dict[str, int] = {}
-    for chunk in _chunks(sorted(result_ids - call_ids)):
-        found_calls = (
-            _with_ids(conversation, "tool_use", chunk)
-            .order_by()
-            .values("call_id")
-            .annotate(
-                before=Max("message__seq", filter=Q(message__seq__lt=first)),
-                anywhere=Min("message__seq"),
-            )
-            .values_list("call_id", "before", "anywhere")
-        )
-        for call_id, earlier, anywhere in found_calls:
-            calls[call_id] = earlier if earlier is not None else anywhere
+    results = _other_halves(
+        conversation,
+        "tool_result",
+        call_ids - result_ids,
+        Min("message__seq", filter=Q(message__seq__gt=last)),
+    )
+    calls = _other_halves(
+        conversation,
+        "tool_use",
+        result_ids - call_ids,
+        Max("message__seq", filter=Q(message__seq__lt=first)),
+    )
     return Pairs(results, calls)
+
+
+def _other_halves(
+    conversation: Conversation, kind: str, ids: set[str], nearest: Min | Max
+) -> dict[str, int]:
+    """Call id → the seq of the message holding its other half (`kind`): the `nearest`
+    one to the window, else the first anywhere. One grouped query per `ID_CHUNK` ids."""
+    found: dict[str, int] = {}
+    for chunk in _chunks(sorted(ids)):
+        grouped = (
+            _with_ids(conversation, kind, chunk)
+            .order_by()
+            .values("call_id")
+            .annotate(near=nearest, anywhere=Min("message__seq"))
+            .values_list("call_id", "near", "anywhere")
+        )
+        for call_id, near, anywhere in grouped:
+            found[call_id] = near if near is not None else anywhere
+    return found
 
 
 class Hit(NamedTuple):

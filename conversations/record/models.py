@@ -334,6 +334,19 @@ class ShareLink(models.Model):
     def frozen(self) -> bool:
         return self.up_to_seq is not None
 
+    @property
+    def toggles_label(self) -> str:
+        """What the link fixes, as its lists say it: "vision off, anthropic, no images",
+        or "free"."""
+        fixed = []
+        if self.vision is not None:
+            fixed.append(f"vision {'on' if self.vision else 'off'}")
+        if self.shape:
+            fixed.append(self.shape)
+        if not self.images:
+            fixed.append("no images")
+        return ", ".join(fixed) or "free"
+
     def state(self, now: datetime) -> str:
         """The state at `now`: "active", "revoked" or "expired"."""
         if self.revoked_at is not None:

@@ -355,6 +355,19 @@ class PreviewBlock(NamedTuple):
     is_error: bool
     media_type: str
 
+    # An image's data and size are never read for a page: its value says so.
+    @property
+    def data(self) -> str:
+        return ""
+
+    @property
+    def width(self) -> int | None:
+        return None
+
+    @property
+    def height(self) -> int | None:
+        return None
+
 
 class PreviewRow(NamedTuple):
     id: int
@@ -418,24 +431,6 @@ def preview_rows(conversation: Conversation, seqs: range | Iterable[int]) -> lis
     return list(rows.values())
 
 
-def preview_value(row: PreviewBlock) -> replay.Block:
-    """A preview row as a value: its texts are prefixes, and an image carries no data."""
-    kind = cast(BlockKind, row.type)
-    match kind:
-        case "text":
-            return replay.TextBlock(row.text)
-        case "tool_use":
-            return replay.ToolUseBlock(row.call_id, row.name, row.input_json)
-        case "tool_result":
-            return replay.ToolResultBlock(row.call_id, row.name, row.text, row.is_error)
-        case "reasoning":
-            return replay.ReasoningBlock(row.text)
-        case "image":
-            return replay.ImageBlock(row.media_type, "")
-        case _:
-            assert_never(kind)
-
-
 def message_full(conversation: Conversation, seq: int) -> MessageRow | None:
     """One message with its blocks whole, for "load the rest" (on demand, one message)."""
     found = message_rows(conversation, start=seq, stop=seq + 1)
@@ -462,8 +457,9 @@ def stored_messages(rows: Iterable[MessageRow]) -> list[replay.StoredMessage]:
     ]
 
 
-def block_value(row: BlockRow | Block) -> replay.Block:
-    """A stored row as its value; the row's columns are read as its kind defines them."""
+def block_value(row: BlockRow | Block | PreviewBlock) -> replay.Block:
+    """A stored row as its value; the row's columns are read as its kind defines them (a
+    preview's texts are prefixes, and its image carries no data)."""
     kind = cast(BlockKind, row.type)
     match kind:
         case "text":

@@ -254,30 +254,45 @@ def _bulk_insert(model: type[Message] | type[Block], objs: Sequence[Message | Bl
     # Plain ints, strings and bools go as they are; the rest (JSON, datetimes, UUID keys)
     # through their field's conversion.
     prepared = {f.attname for f in fields if f.get_internal_type() not in PLAIN_FIELDS}
-    quote = connection.ops.quote_name
-    head = (
-        f"INSERT INTO {quote(model._meta.db_table)} "
-        f"({', '.join(quote(str(f.column)) for f in fields)}) VALUES "
-    )
+    rows = [
+        [
+            f.get_db_prep_save(getattr(obj, f.attname), connection)
+            if f.attname in prepared
+            else getattr(obj, f.attname)
+            for f in fields
+        ]
+        for obj in objs
+    ]
     # The database answers the new ids in the order of the rows, as bulk_create relies on.
-    tail = f" RETURNING {quote(str(model._meta.pk.column))}"
-    row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    pks = _insert_rows(
+        model._meta.db_table, [str(f.column) for f in fields], rows, str(model._meta.pk.column)
+    )
+    for obj, pk in zip(objs, pks, strict=True):
+        obj.pk = pk
+        obj._state.adding = False
+
+
+def _insert_rows(
+    table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], returning: str | None
+) -> list[Any]:
+    """Insert rows of prepared values in multi-row INSERTs of as many rows as the
+    database's parameter limit allows (a bounded number of statements); the `returning`
+    column of each, in order, when one is named."""
+    quote = connection.ops.quote_name
+    head = f"INSERT INTO {quote(table)} ({', '.join(quote(c) for c in columns)}) VALUES "
+    tail = f" RETURNING {quote(returning)}" if returning else ""
+    row_sql = "(" + ", ".join(["%s"] * len(columns)) + ")"
     limit = connection.features.max_query_params
-    per_statement = max(1, limit // len(fields)) if limit else len(objs)
+    per_statement = max(1, limit // len(columns)) if limit else len(rows)
+    answered: list[Any] = []
     with connection.cursor() as cursor:
-        for start in range(0, len(objs), per_statement):
-            chunk = objs[start : start + per_statement]
-            params: list[Any] = []
-            for obj in chunk:
-                for f in fields:
-                    value = getattr(obj, f.attname)
-                    if f.attname in prepared:
-                        value = f.get_db_prep_save(value, connection)
-                    params.append(value)
+        for start in range(0, len(rows), per_statement):
+            chunk = rows[start : start + per_statement]
+            params = [value for row in chunk for value in row]
             cursor.execute(head + ", ".join([row_sql] * len(chunk)) + tail, params)
-            for obj, (pk,) in zip(chunk, cursor.fetchall(), strict=True):
-                obj.pk = pk
-                obj._state.adding = False
+            if returning:
+                answered += [value for (value,) in cursor.fetchall()]
+    return answered
 
 
 def block_append(*, message: Message, block: BlockIn) -> Block:
@@ -462,24 +477,17 @@ def _search_entries(message: Message, rows: Iterable[Block]) -> list[tuple[int, 
 
 
 def _insert_search_entries(conversation: Conversation, entries: list[tuple[int, int, str]]) -> None:
-    """Insert a conversation's block entries in multi-row INSERTs (as `_bulk_insert`, but
-    with no model instances: a 10,000-message batch has tens of thousands of entries)."""
+    """Insert a conversation's block entries as plain rows (`_insert_rows`): a
+    10,000-message batch has tens of thousands of them, too many for model instances."""
     if not entries:
         return
-    meta = SearchEntry._meta
-    quote = connection.ops.quote_name
-    key = meta.get_field("conversation").get_db_prep_save(conversation.pk, connection)
-    columns = ("conversation_id", "message_seq", "block_seq", "words")
-    head = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(c) for c in columns)}) VALUES "
-    limit = connection.features.max_query_params
-    per_statement = max(1, limit // len(columns)) if limit else len(entries)
-    with connection.cursor() as cursor:
-        for start in range(0, len(entries), per_statement):
-            chunk = entries[start : start + per_statement]
-            params: list[Any] = []
-            for message_seq, block_seq, words in chunk:
-                params += [key, message_seq, block_seq, words]
-            cursor.execute(head + ", ".join(["(%s, %s, %s, %s)"] * len(chunk)), params)
+    key = SearchEntry._meta.get_field("conversation").get_db_prep_save(conversation.pk, connection)
+    _insert_rows(
+        SearchEntry._meta.db_table,
+        ("conversation_id", "message_seq", "block_seq", "words"),
+        [(key, message_seq, block_seq, words) for message_seq, block_seq, words in entries],
+        None,
+    )
 
 
 def _check_images(role: str, blocks: Iterable[BlockIn], field: str) -> None:
