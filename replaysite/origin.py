@@ -1,4 +1,4 @@
-"""The WebSocket Origin must be the page's own scheme, host and port (SPEC §4).
+"""The WebSocket Origin must be the page's own scheme, host and port (docs/contract.md §4).
 
 channels' AllowedHostsOriginValidator compares host names only. Cookies are not scoped
 by port or scheme, so a page of any other app on the same host (another port, plain

@@ -161,14 +161,14 @@ REPLAY_GROUP_REFRESH_SECONDS = env_int("REPLAY_GROUP_REFRESH_SECONDS", 60)
 REPLAY_LIVE_BURST_MS = env_int("REPLAY_LIVE_BURST_MS", 250, minimum=0)
 # Live sockets one user may hold on one server process; the next is closed with 4429.
 REPLAY_MAX_SOCKETS_PER_USER = env_int("REPLAY_MAX_SOCKETS_PER_USER", 50)
-# Share links (SPEC §8): off with REPLAY_SHARING=0; open share sockets check their link
+# Share links (docs/contract.md §8): off with REPLAY_SHARING=0; open share sockets check their link
 # this often (revocation also closes them at once, through the channel layer).
 REPLAY_SHARING = env_bool("REPLAY_SHARING", True)
 REPLAY_SHARE_RECHECK_SECONDS = env_int("REPLAY_SHARE_RECHECK_SECONDS", 5)
 if REPLAY_SHARE_RECHECK_SECONDS > 10:
     raise ImproperlyConfigured(
         "REPLAY_SHARE_RECHECK_SECONDS must be at most 10: a revoked link's sockets close "
-        f"within 10 s (SPEC §8), not {REPLAY_SHARE_RECHECK_SECONDS}."
+        f"within 10 s (docs/contract.md §8), not {REPLAY_SHARE_RECHECK_SECONDS}."
     )
 # Open sockets per share link, per server process: a link holder cannot open without end.
 REPLAY_MAX_SOCKETS_PER_SHARE = env_int("REPLAY_MAX_SOCKETS_PER_SHARE", 20)

@@ -15,7 +15,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("", include("conversations.api.urls")),
-    path("s/<str:token>/", include("conversations.dashboard.shared_urls")),
+    path("s/<str:token>/", include("conversations.dashboard.share_urls")),
 ]
 
 handler400 = "replaysite.errors.bad_request"

@@ -1,4 +1,4 @@
-// The list page's file drop (SPEC §6): the dropped or chosen file is POSTed as the body
+// The list page's file drop (docs/contract.md §6): the dropped or chosen file is POSTed as the body
 // to the dashboard's import endpoint (session cookie + CSRF header), with upload progress;
 // on success the page goes to the imported conversation. Messages are set as text only.
 (function () {

@@ -175,7 +175,7 @@
     return "added";
   }
 
-  // A share link was revoked or expired (SPEC §8): the page says so; its socket is closed.
+  // A share link was revoked or expired (docs/contract.md §8): the page says so; its socket is closed.
   function applyShareNotice(node) {
     var existing = document.getElementById("share-notice");
     if (existing) { existing.replaceWith(node); }

@@ -100,7 +100,7 @@
     }
   });
 
-  // Windows (SPEC §4 Bounds): the document holds at most DOCUMENT messages. A deep link to
+  // Windows (docs/contract.md §4 Bounds): the document holds at most DOCUMENT messages. A deep link to
   // a message outside it loads the window around it; "earlier" and "later" load the windows
   // beside, trimming the far end; each change tells the live socket what the page now holds.
   var DOCUMENT = 300;

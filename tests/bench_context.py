@@ -7,7 +7,7 @@ a) a cold count: `o200k_base` over every block's wire text of a 10,000-message
    conversation (MB of UTF-8 per second, target ≥ 2), and the first pressure view of it
    (reading the rows too);
 b) once warm, GET /c/ID/ of that conversation with its pressure view against the same
-   page with counting taken out (`counts.pressure` answering an empty record): ≤ 1.3×;
+   page with counting taken out (`token_counts.pressure` answering an empty record): ≤ 1.3×;
 c) a live update: one block appended, then the socket's frame for it; the blocks
    recounted (target: exactly 1) and the frame's time.
 """
@@ -52,7 +52,7 @@ def bench(results: Results, conversation: object) -> None:
     from conversations.core import replay, tokens
     from conversations.core.options import ReplayOptions
     from conversations.live import fragments
-    from conversations.record import counts, selectors, services
+    from conversations.record import selectors, services, token_counts
     from conversations.record.models import Message
     from conversations.record.schemas import TextIn
 
@@ -72,10 +72,10 @@ def bench(results: Results, conversation: object) -> None:
     results.target("cold count rate", round(text_bytes / 1e6 / seconds, 2), COLD_TARGET, "MB/s",
                    op="≥")  # fmt: skip
 
-    counts.blocks_cache.clear()
-    counts.messages_cache.clear()
+    token_counts.blocks_cache.clear()
+    token_counts.messages_cache.clear()
     start = time.perf_counter()
-    p = counts.pressure(conversation, options)  # type: ignore[arg-type]
+    p = token_counts.pressure(conversation, options)  # type: ignore[arg-type]
     results.figure("first pressure view (rows read and counted)", round(
         (time.perf_counter() - start) * 1e3), "ms", f"≈{p.total:,} tokens")  # fmt: skip
 
@@ -86,15 +86,15 @@ def bench(results: Results, conversation: object) -> None:
     url = f"/c/{conversation.id}/"  # type: ignore[attr-defined]
     assert client.get(url).status_code == 200  # warm
 
-    real = counts.pressure
+    real = token_counts.pressure
     empty = real(services.conversation_create(title="empty"), options)
 
     def plain() -> object:
-        counts.pressure = lambda *a, **k: empty  # type: ignore[assignment]
+        token_counts.pressure = lambda *a, **k: empty  # type: ignore[assignment]
         try:
             return client.get(url)
         finally:
-            counts.pressure = real  # type: ignore[assignment]
+            token_counts.pressure = real  # type: ignore[assignment]
 
     samples = rounds(RUNS, {"pressure": lambda: client.get(url), "plain": plain})
     results.figure("warm page with pressure view", round(ms(samples["pressure"])), "ms")
@@ -108,11 +108,12 @@ def bench(results: Results, conversation: object) -> None:
     last = Message.objects.filter(conversation=conversation).order_by("-seq").first()
     assert last is not None
     services.block_append(message=last, block=TextIn(type="text", text="one more line"))
-    before = counts.stats["blocks_counted"]
+    before = token_counts.stats["blocks_counted"]
     start = time.perf_counter()
     frame = fragments.messages_frame(str(conversation.id), [last.seq], True, "openai")  # type: ignore[attr-defined]
     took = time.perf_counter() - start
-    results.target("blocks recounted for a live update", counts.stats["blocks_counted"] - before,
+    results.target("blocks recounted for a live update",
+                   token_counts.stats["blocks_counted"] - before,
                    1, "blocks", op="=")  # fmt: skip
     results.figure("live frame with the pressure view", round(took * 1e3), "ms",
                    f"{len(frame.html):,} bytes")  # fmt: skip

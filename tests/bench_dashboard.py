@@ -9,14 +9,14 @@ a) first load of /c/ID/ in headless Chromium (a fresh browser context per run, s
 b) the server's time for the first page of the 10,000-message conversation next to
    GET /api/conversations/ID/replay of the same conversation, and the number of SQL
    queries of the page at 100 and at 10,000 messages; the page's server time at 10,000
-   messages within 1.2× of it at 100 (SPEC §4 Bounds: nothing on the page is O(N));
+   messages within 1.2× of it at 100 (docs/contract.md §4 Bounds: nothing on the page is O(N));
 c) bounds (issue 7 finding 10): the daphne process's peak RSS (VmHWM, reset before each
    page) and the page size for a conversation of one 10 MB message and for one of
    60 × 10 MB messages.
 
 `--only server|browser|bounds` runs one part.
 
-The server runs as deployed (SPEC §5): DJANGO_DEBUG=0 after `collectstatic` into a
+The server runs as deployed (docs/contract.md §5): DJANGO_DEBUG=0 after `collectstatic` into a
 temporary STATIC_ROOT, so static files come from WhiteNoise with their hashed names.
 Its message generator, `turn`, also fills tests/bench_live.py's conversations.
 """

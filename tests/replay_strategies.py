@@ -28,7 +28,7 @@ json_values = st.recursive(
 json_objects = st.dictionaries(texts, json_values, max_size=4)
 
 # Empty and whitespace-only texts (str.isspace, beyond ASCII), drawn often enough that
-# blank runs beside images (SPEC §2 rule 6) and blank messages (rule 7) come up.
+# blank runs beside images (docs/contract.md §2 rule 6) and blank messages (rule 7) come up.
 blank_texts = st.text(st.sampled_from(" \t\n\r\x0b\x0c\x1c\x85\xa0\u2003\u2028\u3000"), max_size=4)
 text_blocks = st.builds(replay.TextBlock, texts | blank_texts)
 reasoning_blocks = st.builds(replay.ReasoningBlock, texts)

@@ -1,4 +1,4 @@
-"""The Django admin (SPEC §4): conversations, messages with their blocks and projection,
+"""The Django admin (docs/contract.md §4): conversations, messages with their blocks and projection,
 API tokens; the record stays append-only and everything hostile is escaped."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The JSON API (SPEC §3): bearer tokens only, JSON errors naming the field, nothing stored
+"""The JSON API (docs/contract.md §3): bearer tokens only, JSON errors naming the field, nothing stored
 from a refused request, deterministic reads in a constant number of queries."""
 
 from __future__ import annotations
@@ -866,7 +866,7 @@ def test_an_overlong_key_is_refused(api):
         ("delete", LIST),
         ("patch", "{one}"),
         ("post", "{one}"),
-        ("put", "{one}"),  # DELETE is allowed since SPEC §3 of 2026-12-01
+        ("put", "{one}"),  # DELETE is allowed since docs/contract.md §3 of 2026-12-01
         ("get", "{messages}"),
         ("put", "{messages}"),
         ("get", "{blocks}"),

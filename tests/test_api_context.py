@@ -1,4 +1,4 @@
-"""The context API and compacted replays (SPEC §7): counts by message and kind, the window,
+"""The context API and compacted replays (docs/contract.md §7): counts by message and kind, the window,
 the threshold, policies and their parameters, measured usage beside the estimate."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 
 from conversations.core import compact, replay, tokens
 from conversations.core.replay import StoredMessage, TextBlock, ToolResultBlock, ToolUseBlock
-from conversations.record import counts
+from conversations.record import token_counts
 from tests import builders as b
 from tests.conftest import ApiClient
 from tests.sdk_types import validate_payload
@@ -176,16 +176,16 @@ def test_context_needs_a_token_and_a_known_conversation(api, agent) -> None:
 
 def test_counts_are_cached_per_block_and_a_new_block_is_the_only_recount(api, agent) -> None:
     context(api, agent)
-    before = counts.stats["blocks_counted"]
+    before = token_counts.stats["blocks_counted"]
     with CaptureQueriesContext(connection) as warm:
         context(api, agent)
-    assert counts.stats["blocks_counted"] == before
+    assert token_counts.stats["blocks_counted"] == before
     reads = [q for q in warm.captured_queries if "conversations_block" in q["sql"]]
     assert not [q for q in reads if '"text"' in q["sql"]]  # no block text read when warm
     seq = append(api, agent, "user", [b.text("one more")])["seq"]
     api.post(f"{LIST}/{agent}/messages/{seq}/blocks", b.text("and another"))
     context(api, agent)
-    assert counts.stats["blocks_counted"] == before + 2
+    assert token_counts.stats["blocks_counted"] == before + 2
 
 
 def test_pure_pressure_equals_the_core_count_of_the_stored_record() -> None:
@@ -200,7 +200,7 @@ def test_pure_pressure_equals_the_core_count_of_the_stored_record() -> None:
 
 
 def test_the_boundary_policy_starts_at_an_imported_claude_code_compaction(api):
-    """An imported session's compact_boundary is where `compact=boundary` starts (SPEC §6.5, §7)."""
+    """An imported session's compact_boundary is where `compact=boundary` starts (docs/contract.md §6.5, §7)."""
     from tests.realdata import REAL
 
     raw = (REAL / "claude_code_compact_boundary.jsonl").read_bytes()

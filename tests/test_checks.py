@@ -1,4 +1,4 @@
-"""The match over block types is exhaustive (SPEC §2 rule 4), caught three ways: the system
+"""The match over block types is exhaustive (docs/contract.md §2 rule 4), caught three ways: the system
 check at start-up, the type checker, and a test."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Compaction previews (SPEC §7): each policy rule by rule, the parser, and the payload
+"""Compaction previews (docs/contract.md §7): each policy rule by rule, the parser, and the payload
 after a policy still validating against the SDKs' request types."""
 
 from __future__ import annotations

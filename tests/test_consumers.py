@@ -1,4 +1,4 @@
-"""Live sockets (SPEC §4, issue 4) driven in-process through the real ASGI application.
+"""Live sockets (docs/contract.md §4, issue 4) driven in-process through the real ASGI application.
 
 Every pushed fragment is compared with what a fresh page load renders for the same
 message and toggles (STYLE.md §15); refusals, resume, gap resync and logout are tried
@@ -26,7 +26,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
 
-from conversations.dashboard import sockets as routing
+from conversations.dashboard import socket_urls as routing
 from conversations.record import events, services
 from conversations.record.models import Conversation, Message
 from conversations.record.schemas import BLOCK_ADAPTER, MessageIn
@@ -182,7 +182,7 @@ async def socket(
 
 
 async def refused(path: str, client: Client | None, origin: bytes = ORIGIN) -> int:
-    """The close code of a socket the server accepts and then closes (SPEC §4: a browser
+    """The close code of a socket the server accepts and then closes (docs/contract.md §4: a browser
     sees a close code only after the accept; a refused handshake reaches it as 1006)."""
     communicator = WebsocketCommunicator(application, path, headers=headers(client, origin))
     return await close_code(communicator, path)
@@ -661,7 +661,7 @@ def test_a_render_survives_the_socket_that_asked_for_it_going_away() -> None:
     asyncio.run(body())
 
 
-# -- a batch is one event (SPEC §3) ---------------------------------------------------------
+# -- a batch is one event (docs/contract.md §3) ---------------------------------------------------------
 
 
 def append_batch(conversation_id: Any, messages: list[dict[str, Any]]) -> list[int]:
@@ -719,7 +719,7 @@ async def test_a_batch_moves_the_list_row_once(operator: Client) -> None:
         assert await ws.receive_nothing(QUIET)
 
 
-# -- bounds (SPEC §4): no frame over 256 KB, a gap past a window is a reload -------------------
+# -- bounds (docs/contract.md §4): no frame over 256 KB, a gap past a window is a reload -------------------
 
 FRAME_LIMIT = 256 * 1024
 RELOAD = re.compile(r'<div id="reload-window" data-url="([^"]+)" hidden></div>')

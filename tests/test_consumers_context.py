@@ -1,4 +1,4 @@
-"""The pressure view over the socket (SPEC §7): every frame carries the same `pressure`
+"""The pressure view over the socket (docs/contract.md §7): every frame carries the same `pressure`
 partial a fresh page load renders, with the page's own window override; a bad override
 is refused like a bad toggle."""
 

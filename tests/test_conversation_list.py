@@ -17,12 +17,12 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from conversations.core import status
+from conversations.core import list_status
 from conversations.live import fragments
 from conversations.record import selectors, services
+from conversations.record.file_follower import Tail
 from conversations.record.models import Block, Conversation, Message
 from conversations.record.schemas import BLOCK_ADAPTER
-from conversations.record.tail import Tail
 from tests.builders import stored as store
 from tests.builders import text, tool_result, tool_use
 from tests.conftest import ApiClient
@@ -51,8 +51,8 @@ def recomputed(conversation: Conversation) -> tuple[int, int, str]:
     unanswered = 0
     if messages:
         last = Block.objects.filter(message=messages[-1]).order_by("seq")
-        unanswered = len(status.open_calls((b.type, b.call_id) for b in last))  # type: ignore[misc]
-    return errors, unanswered, status.latest_model(m.metadata for m in messages)
+        unanswered = len(list_status.open_calls((b.type, b.call_id) for b in last))  # type: ignore[misc]
+    return errors, unanswered, list_status.latest_model(m.metadata for m in messages)
 
 
 def columns(conversation: Conversation) -> tuple[int, int, str]:
@@ -168,11 +168,11 @@ def test_an_imported_request_body_shows_its_model(operator_client: Client, db: N
 
 
 def test_model_names_are_read_as_text_and_cut() -> None:
-    assert status.model_of({"model": "  m  "}) == "m"
-    assert status.model_of({"model": 3, "gen_ai.request.model": "req"}) == "req"
-    assert status.model_of({"gen_ai.request.model": "r", "gen_ai.response.model": "s"}) == "s"
-    assert status.model_of({"model": ""}) == "" == status.model_of(None)
-    assert len(status.model_of({"model": "x" * 500})) == status.MODEL_CHARS
+    assert list_status.model_of({"model": "  m  "}) == "m"
+    assert list_status.model_of({"model": 3, "gen_ai.request.model": "req"}) == "req"
+    assert list_status.model_of({"gen_ai.request.model": "r", "gen_ai.response.model": "s"}) == "s"
+    assert list_status.model_of({"model": ""}) == "" == list_status.model_of(None)
+    assert len(list_status.model_of({"model": "x" * 500})) == list_status.MODEL_CHARS
 
 
 # -- the page --------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Deleting whole conversations (SPEC §1, §3; issue 7 finding 9): the API, the admin and
+"""Deleting whole conversations (docs/contract.md §1, §3; issue 7 finding 9): the API, the admin and
 the retention command, all through services.conversation_delete; nothing else touched,
 and messages and blocks still never deleted one by one."""
 
@@ -123,7 +123,7 @@ def test_delete_without_a_token_is_401_and_deletes_nothing(
     response = anonymous_api.client.delete(f"/api/conversations/{doomed.id}")
     assert response.status_code == 401
     assert "Authorization" in response.json()["error"]
-    # A dashboard session is no API credential either (SPEC §3: bearer tokens only).
+    # A dashboard session is no API credential either (docs/contract.md §3: bearer tokens only).
     assert operator_client.delete(f"/api/conversations/{doomed.id}").status_code == 401
     assert snapshot() == before
 

@@ -1,4 +1,4 @@
-"""The deployment of SPEC §5, for real: migrate, collectstatic, then daphne with
+"""The deployment of docs/contract.md §5, for real: migrate, collectstatic, then daphne with
 DJANGO_DEBUG=0 serving HTTP, WebSocket and static files from its own data folder."""
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from conversations.core.finding import Cursor
-from conversations.record import finding, selectors, services
+from conversations.core.finder import Cursor
+from conversations.record import finder_reads, selectors, services
 from conversations.record.models import Conversation
 from conversations.record.schemas import MessageIn
 from tests.builders import png, text, tool_result, tool_use
@@ -74,7 +74,7 @@ def test_next_problem_is_the_one_failing_tool_call_far_outside_the_window(
     }  # fmt: skip
     # And backwards from the tail, in steps of SCAN_MESSAGES messages.
     body = find(operator_client, conversation, kind="problem", before="1900")
-    assert body == {"found": None, "resume": str(1900 - finding.SCAN_MESSAGES)}
+    assert body == {"found": None, "resume": str(1900 - finder_reads.SCAN_MESSAGES)}
     body = find(operator_client, conversation, kind="problem", before=body["resume"])
     assert body["found"]["seq"] == 151
 
@@ -109,10 +109,12 @@ def test_problems_step_block_by_block_and_both_ways(operator_client: Client) -> 
 def test_a_step_reads_a_bounded_span_and_says_where_to_go_on(
     operator_client: Client, monkeypatch: pytest.MonkeyPatch, django_assert_num_queries: Any
 ) -> None:
-    monkeypatch.setattr(finding, "SCAN_MESSAGES", 50)
+    monkeypatch.setattr(finder_reads, "SCAN_MESSAGES", 50)
     conversation = stored(rounds(300, error_at=220))
     with django_assert_num_queries(2):  # the candidates, then which calls have results
-        assert finding.find_step(conversation, "problem") == finding.Step(None, Cursor(49))
+        assert finder_reads.find_step(conversation, "problem") == finder_reads.Step(
+            None, Cursor(49)
+        )
     cursor, steps = None, 0
     while True:
         params = {"kind": "problem"} | ({"after": cursor} if cursor else {})
@@ -125,13 +127,13 @@ def test_a_step_reads_a_bounded_span_and_says_where_to_go_on(
 
 
 def test_candidates_per_step_are_bounded_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(finding, "SCAN_BLOCKS", 3)
+    monkeypatch.setattr(finder_reads, "SCAN_BLOCKS", 3)
     conversation = stored(rounds(20, error_at=16))
-    step = finding.find_step(conversation, "problem")
+    step = finder_reads.find_step(conversation, "problem")
     # Three answered calls read, none a problem: go on after the third.
-    assert step == finding.Step(None, Cursor(4, 1))
+    assert step == finder_reads.Step(None, Cursor(4, 1))
     while step.found is None:
-        step = finding.find_step(conversation, "problem", after=step.resume)
+        step = finder_reads.find_step(conversation, "problem", after=step.resume)
     assert (step.found.seq, step.found.what) == (17, "error")
 
 
@@ -204,7 +206,7 @@ def test_search_covers_tool_names_inputs_and_results(operator_client: Client) ->
 
 
 def test_search_counts_are_capped(operator_client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(finding, "COUNT_CAP", 30)
+    monkeypatch.setattr(finder_reads, "COUNT_CAP", 30)
     conversation = stored([("user", [text(f"same word {seq}")]) for seq in range(40)])
     body = find(operator_client, conversation, kind="text", q="same", after="34")
     assert body["total"] == 30 and body["capped"] is True
@@ -374,8 +376,8 @@ def plans(work: Any) -> list[tuple[str, str]]:
 def test_call_ids_are_looked_up_through_their_index_not_the_conversation() -> None:
     conversation = stored(rounds(200, unanswered_at=100))
     rows = selectors.preview_rows(conversation, range(151, 199))  # halves of 2 rounds
-    found = plans(lambda: finding.tool_pairs(conversation, rows))
-    found += plans(lambda: finding.answered(conversation, ["call-100", "call-2"]))
+    found = plans(lambda: finder_reads.tool_pairs(conversation, rows))
+    found += plans(lambda: finder_reads.answered(conversation, ["call-100", "call-2"]))
     assert len(found) == 3
     for sql, plan in found:
         assert "USING INDEX conversations_block_call_id" in plan, plan
@@ -386,6 +388,8 @@ def test_call_ids_are_looked_up_through_their_index_not_the_conversation() -> No
 @pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's planner")
 def test_a_step_walks_a_range_of_messages_by_their_index() -> None:
     conversation = stored(rounds(20))
-    ((sql, plan), _) = plans(lambda: finding.find_step(conversation, "problem", after=Cursor(3)))
+    ((sql, plan), _) = plans(
+        lambda: finder_reads.find_step(conversation, "problem", after=Cursor(3))
+    )
     assert "(conversation_id=? AND seq>? AND seq<?)" in plan, plan
     assert "message_id=?" in plan and '"conversations_conversation"' not in sql

@@ -1,5 +1,5 @@
 """Hostile input (issue 7, findings 1–4 and the 201 part of 10): no response echoes request
-input as markup; SPEC §3's JSON limits (depth, duplicate keys, exact numbers) hold on every
+input as markup; docs/contract.md §3's JSON limits (depth, duplicate keys, exact numbers) hold on every
 writer; whatever is accepted is served by every read path; 201 answers echo no bodies."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from pydantic import ValidationError as SchemaError
 
 from conversations.core import strictjson
-from conversations.dashboard.sockets import conversation_socket_url
+from conversations.dashboard.socket_urls import conversation_socket_url
 from conversations.record.models import Block, Conversation, Message
 from conversations.record.schemas import MessageIn, error_sentence
 from replaysite.asgi import application

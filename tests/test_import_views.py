@@ -1,4 +1,4 @@
-"""The dashboard's side of imports (SPEC §6): the list page's file drop endpoint (session,
+"""The dashboard's side of imports (docs/contract.md §6): the list page's file drop endpoint (session,
 CSRF, add_conversation) and what an imported conversation's page shows (gaps, provenance,
 the compaction divider, the incomplete-payload note)."""
 

@@ -1,4 +1,4 @@
-"""The importers (SPEC §6) as pure functions: real recordings, one test per mapping rule
+"""The importers (docs/contract.md §6) as pure functions: real recordings, one test per mapping rule
 per format, Claude Code's chain and grouping, detection and malformed sources."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Live updates end to end: real daphne servers, a real WebSocket client (`websockets`),
-blocks posted through the HTTP API with a token (issue 4, SPEC §4).
+blocks posted through the HTTP API with a token (issue 4, docs/contract.md §4).
 
 The client below does what static/replay-live.js does: it starts from the page it
 loaded, reports its position in a `resume` frame on every (re)connect, and applies each
@@ -385,7 +385,7 @@ def test_socket_without_a_session_or_from_a_foreign_origin_is_refused(
 ) -> None:
     conversation_id = api.conversation()
     url = LiveClient(daphne.url, conversation_id, cookie).ws_url
-    # SPEC §4: accepted, then closed with 4401, so that the page can tell why.
+    # docs/contract.md §4: accepted, then closed with 4401, so that the page can tell why.
     anonymous = open_socket(url, {"Origin": daphne.url})
     with pytest.raises(ConnectionClosed) as signed_out:
         anonymous.recv(timeout=5)

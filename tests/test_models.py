@@ -1,5 +1,5 @@
 """The database holds the record's invariants itself, even against a writer that skips the
-services; and a tool_use input keeps its key order on every database (SPEC §1)."""
+services; and a tool_use input keeps its key order on every database (docs/contract.md §1)."""
 
 from __future__ import annotations
 

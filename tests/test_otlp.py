@@ -1,4 +1,4 @@
-"""`POST /v1/traces` (SPEC §6): OTLP/HTTP protobuf and JSON, gzip, token auth, the
+"""`POST /v1/traces` (docs/contract.md §6): OTLP/HTTP protobuf and JSON, gzip, token auth, the
 suffix rule, partial success, and bounded bodies. The real exporters are in
 test_otlp_live.py; these drive the view with hand-made requests."""
 

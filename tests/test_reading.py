@@ -14,7 +14,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from conversations.core import positions
+from conversations.core import page_windows
 from conversations.dashboard import presenters
 from conversations.dashboard.presenters import Truncation
 from conversations.live import fragments
@@ -434,7 +434,7 @@ def test_a_message_of_a_hundred_long_results_stays_under_the_frame_limit() -> No
     blocks = [tool_result(f"c{i}" + "i" * 200, long, name=name) for i in range(100)]
     conversation = stored("Wide", ("user", blocks, {"model": "m" * 500, "timestamp": "x" * 500}))
     frame = fragments.messages_frame(str(conversation.id), [0], True, "openai")
-    assert len(frame.html.encode()) <= positions.FRAME_BYTES
+    assert len(frame.html.encode()) <= page_windows.FRAME_BYTES
     assert frame.html.count("show the first 400 lines") >= 1
 
 

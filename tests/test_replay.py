@@ -1,4 +1,4 @@
-"""SPEC §2, rule by rule, on the pure projection: plain values in, wire messages out."""
+"""docs/contract.md §2, rule by rule, on the pure projection: plain values in, wire messages out."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Both shapes validate against the official SDKs' request types (SPEC §2, Shapes)."""
+"""Both shapes validate against the official SDKs' request types (docs/contract.md §2, Shapes)."""
 
 from __future__ import annotations
 

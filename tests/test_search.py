@@ -1,4 +1,4 @@
-"""Search (SPEC §3): words and word prefixes, case-insensitive in every script, through a
+"""Search (docs/contract.md §3): words and word prefixes, case-insensitive in every script, through a
 full-text index on both databases; q over 200 characters refused; user input is never
 query syntax; the index follows every write and every deletion."""
 

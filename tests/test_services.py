@@ -1,4 +1,4 @@
-"""The one write path (SPEC §1 ingest rules): dense seqs, whole-or-nothing appends, tool
+"""The one write path (docs/contract.md §1 ingest rules): dense seqs, whole-or-nothing appends, tool
 name resolution, and events published only after commit."""
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ def test_block_append_refuses_an_image_outside_a_user_message(conversation):
     assert state() == before
 
 
-# --- tool_result name resolution (SPEC §1) ---------------------------------------------
+# --- tool_result name resolution (docs/contract.md §1) ---------------------------------------------
 
 
 def test_a_result_takes_the_name_of_a_call_earlier_in_the_same_message(conversation):

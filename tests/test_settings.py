@@ -1,4 +1,4 @@
-"""Settings from the environment (SPEC §5): a malformed value stops start-up naming the
+"""Settings from the environment (docs/contract.md §5): a malformed value stops start-up naming the
 variable; valid values select the database, the channel layer and the deployment options.
 
 Each case starts a fresh Python process, since settings are read once, at import.
@@ -47,7 +47,7 @@ def manage(data_dir: Path, *args: str, **changes: str) -> subprocess.CompletedPr
     )
 
 
-# Prints the settings that SPEC §5 is about, as JSON, from a configured Django.
+# Prints the settings that docs/contract.md §5 is about, as JSON, from a configured Django.
 SHOW = """
 import json, django
 django.setup()

@@ -1,4 +1,4 @@
-"""Share links (SPEC §8, issue 11): the API, the share site's scope, revocation and expiry.
+"""Share links (docs/contract.md §8, issue 11): the API, the share site's scope, revocation and expiry.
 
 Every share endpoint is tried inside and outside its link's scope, and the table at the
 bottom lists what a share token reaches and what it must not.
@@ -176,7 +176,7 @@ def test_api_shares_need_a_token(anonymous_api: Any, operator_client: Client) ->
     assert anonymous_api.post(url, {}).status_code == 401
     assert anonymous_api.get(url).status_code == 401
     assert anonymous_api.client.delete(f"/api/shares/{link.pk}").status_code == 401
-    # A session is not an API credential (SPEC §3).
+    # A session is not an API credential (docs/contract.md §3).
     assert operator_client.get(url).status_code == 401
     assert operator_client.delete(f"/api/shares/{link.pk}").status_code == 401
     assert ShareLink.objects.get().revoked_at is None

@@ -1,4 +1,4 @@
-"""Who keeps a live socket (SPEC §4, issues 7 and 8): close codes the page can read,
+"""Who keeps a live socket (docs/contract.md §4, issues 7 and 8): close codes the page can read,
 access lost within 10 s, the Origin's scheme, host and port, the per-user cap, the
 handshake's query count, and deletion closing a conversation's sockets with 4404.
 
@@ -23,7 +23,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from websockets.exceptions import ConnectionClosed
 
-from conversations.dashboard import sockets as routing
+from conversations.dashboard import socket_urls as routing
 from conversations.record import services
 from conversations.record.models import Conversation
 from replaysite.asgi import application
@@ -50,7 +50,7 @@ from tests.test_live_e2e import open_socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ACCESS_DEADLINE = 10.0  # SPEC §4: open sockets are lost within 10 s
+ACCESS_DEADLINE = 10.0  # docs/contract.md §4: open sockets are lost within 10 s
 
 
 @pytest.fixture(autouse=True)

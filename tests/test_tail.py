@@ -1,4 +1,4 @@
-"""`manage.py tail` (SPEC §6, "Following live agents"): each complete line is stored as
+"""`manage.py tail` (docs/contract.md §6, "Following live agents"): each complete line is stored as
 it is written; a restart, a truncation, a replacement or a rotation loses nothing and
 stores nothing twice. In-process here (the follower the command runs); the command
 itself, killed and restarted, is in test_tail_process.py and the browser test."""
@@ -13,8 +13,8 @@ import orjson
 import pytest
 
 from conversations.core.importers import claude_code
+from conversations.record.file_follower import Tail
 from conversations.record.models import Conversation, Message, TailCursor
-from conversations.record.tail import Tail
 from tests.taildata import (
     COMPACT,
     PARALLEL,

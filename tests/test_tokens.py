@@ -1,4 +1,4 @@
-"""Token counts (SPEC §7): the vendored tokenizer, every block kind, framing, images."""
+"""Token counts (docs/contract.md §7): the vendored tokenizer, every block kind, framing, images."""
 
 from __future__ import annotations
 

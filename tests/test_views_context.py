@@ -1,4 +1,4 @@
-"""The pressure view, the compaction preview and the projection diff pages (SPEC §7):
+"""The pressure view, the compaction preview and the projection diff pages (docs/contract.md §7):
 their numbers equal the API's, every policy change is marked, bad input is an escaped 400."""
 
 from __future__ import annotations

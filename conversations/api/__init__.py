@@ -1,1 +1,1 @@
-"""The JSON API (SPEC §3), token-authenticated."""
+"""The JSON API (docs/contract.md §3), token-authenticated."""

@@ -1,4 +1,4 @@
-"""`POST /v1/traces`: an OTLP/HTTP trace receiver for GenAI spans (SPEC §6).
+"""`POST /v1/traces`: an OTLP/HTTP trace receiver for GenAI spans (docs/contract.md §6).
 
 Protobuf or JSON, gzip or not, bearer token (exporters send it through
 `OTEL_EXPORTER_OTLP_HEADERS`). Each span carrying GenAI messages lands in the conversation
@@ -16,7 +16,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
 
 from conversations.api.views import ApiError, api, too_big
-from conversations.core import follow, otlp
+from conversations.core import live_sources, otlp
 from conversations.core.importers import otel_genai
 from conversations.core.importers.common import ImportFormatError
 from conversations.record import services
@@ -97,7 +97,7 @@ def _store(span: otlp.GenAISpan) -> str | None:
                     _metadata(span, message.role, message.metadata),
                     f"messages[{index}]",
                 ),
-                fingerprint=follow.fingerprint(message.role, message.blocks),
+                fingerprint=live_sources.fingerprint(message.role, message.blocks),
                 gaps=tuple(gaps.get(index, ())),
             )
             for index, message in enumerate(imported.messages)

@@ -1,4 +1,4 @@
-"""The JSON API (SPEC §3): bearer tokens only, strict schemas, one service per write."""
+"""The JSON API (docs/contract.md §3): bearer tokens only, strict schemas, one service per write."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from pydantic import BaseModel, ValidationError
 
 from conversations.core import importers, strictjson
 from conversations.core.compact import Policy
+from conversations.core.list_status import ListFilters
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.core.search import QueryError
-from conversations.core.status import ListFilters
-from conversations.record import counts, selectors, services
+from conversations.record import selectors, services, token_counts
 from conversations.record.models import ApiToken, Conversation, IdempotentResponse
 from conversations.record.schemas import (
     BLOCK_ADAPTER,
@@ -80,7 +80,7 @@ def authenticate(request: HttpRequest) -> ApiToken:
 
 
 def parse_json(request: HttpRequest) -> dict[str, Any]:
-    """The body as a JSON object under SPEC §3's limits (depth, duplicate keys, exact numbers)."""
+    """The body as a JSON object under docs/contract.md §3's limits (depth, duplicate keys, exact numbers)."""
     try:
         raw = request.body
     except RequestDataTooBig:
@@ -239,7 +239,7 @@ def _url(request: HttpRequest, conversation: Conversation, fragment: str = "") -
 
 
 def replay_options(request: HttpRequest) -> ReplayOptions:
-    """`?vision=` and `?shape=` as SPEC §3 defines them (defaults: vision on, openai)."""
+    """`?vision=` and `?shape=` as docs/contract.md §3 defines them (defaults: vision on, openai)."""
     try:
         return ReplayOptions.from_query(request.GET)
     except OptionError as exc:
@@ -247,7 +247,7 @@ def replay_options(request: HttpRequest) -> ReplayOptions:
 
 
 def compact_policy(request: HttpRequest) -> Policy | None:
-    """`?compact=POLICY&keep=…` as SPEC §7 defines them; None without `compact`."""
+    """`?compact=POLICY&keep=…` as docs/contract.md §7 defines them; None without `compact`."""
     try:
         return Policy.from_query(request.GET)
     except OptionError as exc:
@@ -402,7 +402,7 @@ def replay_payload(request: HttpRequest, conversation_id: str) -> HttpResponse:
     if policy is None:
         body = selectors.replay_json(found, vision=options.vision, shape=options.shape)
     else:
-        body = orjson.dumps(counts.compacted_payload(found, options, policy))
+        body = orjson.dumps(token_counts.compacted_payload(found, options, policy))
     return HttpResponse(body, content_type="application/json")
 
 
@@ -417,7 +417,7 @@ def markdown_export(request: HttpRequest, conversation_id: str) -> HttpResponse:
 
 @api("POST")
 def imports(request: HttpRequest) -> HttpResponse:
-    """A transcript file as the body (SPEC §6): 201 with the new conversation, or 200 with
+    """A transcript file as the body (docs/contract.md §6): 201 with the new conversation, or 200 with
     the one these same bytes made before; a malformed file is a 400 naming line or path."""
     try:
         raw = request.body
@@ -459,18 +459,20 @@ def import_answer(request: HttpRequest, outcome: services.ImportOutcome) -> dict
 
 @api("GET")
 def context(request: HttpRequest, conversation_id: str) -> HttpResponse:
-    """Token counts of the replay (SPEC §7), after `?compact=` when given."""
+    """Token counts of the replay (docs/contract.md §7), after `?compact=` when given."""
     found = _conversation(conversation_id)
     options = replay_options(request)
     policy = compact_policy(request)
     query = {k: request.GET[k] for k in ("model", "window") if k in request.GET}
     try:
         if policy is None:
-            return json_response(counts.context_data(counts.pressure(found, options, query=query)))
-        preview = counts.preview(found, options, policy, query=query)
+            return json_response(
+                token_counts.context_data(token_counts.pressure(found, options, query=query))
+            )
+        preview = token_counts.preview(found, options, policy, query=query)
     except OptionError as exc:
         raise ApiError(400, exc.message, field=exc.field) from None
-    return json_response(counts.context_data(preview.after, preview))
+    return json_response(token_counts.context_data(preview.after, preview))
 
 
 def _sharing() -> None:

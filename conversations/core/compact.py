@@ -1,4 +1,4 @@
-"""Compaction previews (SPEC §7): pure `compact(record, policy) → record` functions.
+"""Compaction previews (docs/contract.md §7): pure `compact(record, policy) → record` functions.
 
 They run before the unchanged projection: a compacted record is a list of stored
 messages like any other, so vision stays the projection's only variable. Each result
@@ -31,7 +31,7 @@ CLEARED_TOOL_RESULT = "[Tool result cleared]"
 CLEARED_INPUT = "{}"
 CLEARED_REASONING = "[Reasoning cleared]"
 # Where the importers store Claude Code's compact_boundary markers (conversation metadata,
-# SPEC §6.5): a list of objects whose "seq" names the first message after the boundary.
+# docs/contract.md §6.5): a list of objects whose "seq" names the first message after the boundary.
 BOUNDARIES_KEY = "compact_boundaries"
 
 DEFAULT_KEEP: dict[PolicyName, int] = {
@@ -55,7 +55,7 @@ ALL_PARAMETERS = ("keep", "trigger", "clear_at_least", "exclude_tools", "clear_t
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """One policy and its parameters, with SPEC §7's defaults; parse a query with `from_query`.
+    """One policy and its parameters, with docs/contract.md §7's defaults; parse a query with `from_query`.
 
     `clear_tool_inputs` is True (every cleared use), False, or the tool names whose inputs
     are cleared, as Anthropic's `clear_tool_uses_20250919` takes it.

@@ -38,7 +38,7 @@ def flag(query: Mapping[str, str], name: str, default: bool) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class ReplayOptions:
-    """SPEC §3: vision on and the openai shape unless the query says otherwise."""
+    """docs/contract.md §3: vision on and the openai shape unless the query says otherwise."""
 
     vision: bool = True
     shape: Shape = "openai"

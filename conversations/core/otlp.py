@@ -137,7 +137,7 @@ def decode_request(body: bytes, encoding: Encoding) -> ExportTraceServiceRequest
             raise OtlpError(f"the body is not an ExportTraceServiceRequest: {exc}") from None
         return request
     try:
-        data = strictjson.loads(body)  # SPEC §3's limits, as on every JSON body
+        data = strictjson.loads(body)  # docs/contract.md §3's limits, as on every JSON body
     except strictjson.StrictJSONError as exc:
         raise OtlpError(str(exc)) from None
     if not isinstance(data, dict):

@@ -121,7 +121,7 @@ def image_part(block: ImageBlock, shape: Shape) -> ImagePart:
 
 
 def content(message: StoredMessage, *, vision: bool, shape: Shape) -> Content:
-    """One stored message's wire content (SPEC §2 rules 2, 3, 6 and 7)."""
+    """One stored message's wire content (docs/contract.md §2 rules 2, 3, 6 and 7)."""
     return _content(message, vision, shape)
 
 

@@ -1,4 +1,4 @@
-"""Search words: the one definition of a word, shared by the index and the query (SPEC §3).
+"""Search words: the one definition of a word, shared by the index and the query (docs/contract.md §3).
 
 Text is NFKC-normalised and case-folded in every script (`ΣΊΣΥΦΟΣ` and `σίσυφος` are one
 word, `Straße` is `strasse`), accents on Latin, Greek and Cyrillic letters are dropped
@@ -24,7 +24,7 @@ from conversations.core.blocks import (
     ToolUseBlock,
 )
 
-MAX_QUERY_CHARS = 200  # SPEC §3: a longer `q` is refused
+MAX_QUERY_CHARS = 200  # docs/contract.md §3: a longer `q` is refused
 # Only the start of each block is indexed: it bounds the work per block and keeps every
 # entry well under PostgreSQL's 1 MB tsvector limit (at most 100,000 words of 4 bytes).
 INDEXED_CHARS = 100_000

@@ -1,4 +1,4 @@
-"""Strict JSON (SPEC §3 limits): what the record accepts is what every read path serves.
+"""Strict JSON (docs/contract.md §3 limits): what the record accepts is what every read path serves.
 
 Pure (no Django). `loads` reads a request body or a file; `check` applies the same rules
 to a Python value that arrived another way (admin, importers). Both raise `StrictJSONError`

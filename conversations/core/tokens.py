@@ -1,4 +1,4 @@
-"""Token counts of the projection (SPEC §7): per block, per wire message, per kind.
+"""Token counts of the projection (docs/contract.md §7): per block, per wire message, per kind.
 
 Pure (no Django). Text is counted with OpenAI's `o200k_base` BPE, vendored beside this
 module and hash-checked on load (no download at run time); images with vision on by the
@@ -158,7 +158,7 @@ def _cut_after(text: str, limit: int) -> int | None:
 
 @functools.cache
 def separator_tokens() -> int:
-    """The blank line that joins block prose inside a text part (SPEC §2 rule 3)."""
+    """The blank line that joins block prose inside a text part (docs/contract.md §2 rule 3)."""
     return count_text("\n\n")
 
 
@@ -259,7 +259,7 @@ def message_count(
 ) -> MessageCount:
     """Count one stored message as the projection sends it. `counts` are the blocks' own
     counts when the caller has them cached; blocks the projection leaves out (blank text
-    runs) count 0, as in rule 6 and 7 of SPEC §2."""
+    runs) count 0, as in rule 6 and 7 of docs/contract.md §2."""
     blocks = message.blocks
     own = list(counts) if counts is not None else [
         block_tokens(b, vision=vision, shape=shape) for b in blocks
@@ -336,7 +336,7 @@ def total_of(counted: Sequence[MessageCount], shape: Shape) -> PayloadCount:
     return PayloadCount(tuple(counted), overhead, overhead + sum(m.tokens for m in counted), kinds)
 
 
-# Measured usage (message metadata, SPEC §6.4), beside the estimate.
+# Measured usage (message metadata, docs/contract.md §6.4), beside the estimate.
 
 
 @dataclass(frozen=True, slots=True)

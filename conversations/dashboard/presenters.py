@@ -21,20 +21,20 @@ from django.utils import timezone
 from django.utils.html import escape
 from django.utils.timesince import timesince
 
-from conversations.core import blocks, positions, preview, replay, tokens
+from conversations.core import blocks, page_windows, preview, replay, tokens
 from conversations.core import compact as compact_core
 from conversations.core import diff as diff_core
+from conversations.core.list_status import ListFilters
 from conversations.core.options import ReplayOptions
 from conversations.core.search import MAX_QUERY_CHARS
-from conversations.core.status import ListFilters
-from conversations.dashboard import sockets
-from conversations.record import counts, finding, selectors
+from conversations.dashboard import socket_urls
+from conversations.record import finder_reads, selectors, token_counts
 from conversations.record.models import Conversation, ShareLink
 
 FOLD_LINES = 12
 FOLD_CHARS = 1500
 # Escaped UTF-8 bytes one side of one message may show (record; projection): both sides and
-# their markup stay under one live frame (positions.FRAME_BYTES) whatever is stored.
+# their markup stay under one live frame (page_windows.FRAME_BYTES) whatever is stored.
 SIDE_BYTES = 96 * 1024
 BLOCK_MARKUP = 900  # bytes a block's markup costs, besides its name, id and text
 
@@ -129,7 +129,7 @@ class TokensView:
         return f"≈{self.tokens:,} tokens"
 
 
-def tokens_view(counted: counts.Counted) -> TokensView:
+def tokens_view(counted: token_counts.Counted) -> TokensView:
     c = counted.count
     parts = [f"{tokens.KIND_LABELS[k]} {n:,}" for k, n in c.by_kind.items()]
     parts.append(f"framing {c.framing:,}")
@@ -146,7 +146,7 @@ def tokens_view(counted: counts.Counted) -> TokensView:
     return TokensView(c.tokens, " · ".join(parts), usage)
 
 
-def measured_input(p: counts.Pressure) -> str:
+def measured_input(p: token_counts.Pressure) -> str:
     """The latest turn whose usage measured its input, beside the estimate of that input
     (everything before the message, plus the request overhead)."""
     for i in range(len(p.messages) - 1, -1, -1):
@@ -213,7 +213,7 @@ class PressureView:
 BAR = 1000
 
 
-def pressure_view(p: counts.Pressure, total_blocks: int) -> PressureView:
+def pressure_view(p: token_counts.Pressure, total_blocks: int) -> PressureView:
     by_kind = p.payload.by_kind()
     window = p.window.tokens
     # The bar spans the window, or the total when it is past the window (or none is known).
@@ -260,7 +260,7 @@ def pressure_view(p: counts.Pressure, total_blocks: int) -> PressureView:
     )
 
 
-def counted_of(p: counts.Pressure, seq: int) -> counts.Counted | None:
+def counted_of(p: token_counts.Pressure, seq: int) -> token_counts.Counted | None:
     """Message `seq`'s count in the pressure, if it was counted."""
     # Seqs are dense from 0, so a message's position is its seq (checked, not assumed).
     if seq < len(p.messages) and p.messages[seq].seq == seq:
@@ -269,7 +269,7 @@ def counted_of(p: counts.Pressure, seq: int) -> counts.Counted | None:
 
 
 def margin_counts(
-    conversation: Conversation, p: counts.Pressure, rows: Sequence[selectors.PreviewRow]
+    conversation: Conversation, p: token_counts.Pressure, rows: Sequence[selectors.PreviewRow]
 ) -> dict[int, TokensView]:
     """The margin counts of the messages shown (a page's window, a frame's messages).
 
@@ -281,7 +281,7 @@ def margin_counts(
     for row in rows:
         counted = counted_of(p, row.seq)
         if counted is None or counted.blocks != row.block_count:
-            counted = counts.counted_at(conversation, row.seq, row.block_count, p.options)
+            counted = token_counts.counted_at(conversation, row.seq, row.block_count, p.options)
         if counted is not None:
             out[row.seq] = tokens_view(counted)
     return out
@@ -663,7 +663,7 @@ def conversation_page(
     """A page's (or a window load's) context: the messages at `window`, with controls to
     load the windows before (`earlier`) and after it (`later`) when there are any; `view`
     may override the model and window of the pressure view (OptionError on a bad value)."""
-    window = range(max(0, window.start), min(window.stop, window.start + positions.DOCUMENT))
+    window = range(max(0, window.start), min(window.stop, window.start + page_windows.DOCUMENT))
     rows = selectors.preview_rows(conversation, window)
     detail = reverse("conversation", args=[str(conversation.id)])
     options: dict[str, object] = {"vision": int(vision), "shape": shape}
@@ -672,7 +672,7 @@ def conversation_page(
     last = rows[-1].seq if rows else window.start - 1
     total = conversation.message_count
     total_blocks = selectors.block_total(conversation)
-    pressure = counts.pressure(
+    pressure = token_counts.pressure(
         conversation, ReplayOptions(vision, shape), query=view or {}, total_blocks=total_blocks
     )
     tools_query = query(**options, **(view or {}))
@@ -697,7 +697,7 @@ def conversation_page(
         "total_messages": total,
         "total_blocks": total_blocks,
         "self_url": detail + query(**options),
-        "socket_url": sockets.conversation_socket_url(
+        "socket_url": socket_urls.conversation_socket_url(
             conversation.id, vision=vision, shape=shape, view=view
         ),
         "download_url": reverse("replay-download", args=[str(conversation.id)]) + query(**options),
@@ -785,7 +785,7 @@ def conversation_rows(conversations: list[Conversation], *, q: str = "") -> list
     return rows
 
 
-# The compaction preview and the projection diff (SPEC §7).
+# The compaction preview and the projection diff (docs/contract.md §7).
 
 PREVIEW_WINDOW = 100
 SHOWN_CHARS = 4000  # per text on these pages; the payload download has it whole
@@ -841,10 +841,10 @@ def context_page(
     rows = selectors.message_rows(conversation)
     stored = selectors.stored_messages(rows)
     if policy is not None:
-        result = counts.preview(conversation, options, policy, query=view)
+        result = token_counts.preview(conversation, options, policy, query=view)
         before, after, compacted = result.before, result.after, result.compacted
     else:
-        before = after = counts.pressure(conversation, options, query=view)
+        before = after = token_counts.pressure(conversation, options, query=view)
         compacted = compact_core.unchanged(stored, [r.seq for r in rows], "")
     effective = effective and policy is not None
     before_by = {c.seq: c.count.tokens for c in before.messages}
@@ -954,7 +954,7 @@ def side_payload(side: DiffSide) -> replay.Payload:
     options = ReplayOptions(side.vision, side.shape)
     if side.policy is None:
         return selectors.replay_payload(side.conversation, vision=side.vision, shape=side.shape)
-    return counts.compacted_payload(side.conversation, options, side.policy)
+    return token_counts.compacted_payload(side.conversation, options, side.policy)
 
 
 def describe_side(side: DiffSide) -> str:
@@ -1293,8 +1293,8 @@ def tool_pairs_view(
     conversation: Conversation, rows: Sequence[selectors.PreviewRow]
 ) -> ToolPairsView | None:
     """The window's tool rounds that it holds only one half of, resolved by the record
-    (bounded: `finding.tool_pairs`); None when there are none to tell."""
-    pairs = finding.tool_pairs(conversation, rows)
+    (bounded: `finder_reads.tool_pairs`); None when there are none to tell."""
+    pairs = finder_reads.tool_pairs(conversation, rows)
     if not pairs.results and not pairs.calls:
         return None
     return ToolPairsView(json.dumps(pairs.results), json.dumps(pairs.calls))

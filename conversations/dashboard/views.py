@@ -1,4 +1,4 @@
-"""The dashboard (SPEC §4): the conversation list and each message beside its projection."""
+"""The dashboard (docs/contract.md §4): the conversation list and each message beside its projection."""
 
 from __future__ import annotations
 
@@ -23,14 +23,14 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url
 from django_htmx.middleware import HtmxDetails
 
-from conversations.core import compact, importers, positions, replay
+from conversations.core import compact, importers, page_windows, replay
 from conversations.core.compact import Policy
-from conversations.core.finding import Cursor, FindError, parse_cursor, parse_kind
+from conversations.core.finder import Cursor, FindError, parse_cursor, parse_kind
+from conversations.core.list_status import ListFilters
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.core.search import MAX_QUERY_CHARS, QueryError
-from conversations.core.status import ListFilters
-from conversations.dashboard import presenters, sockets
-from conversations.record import counts, finding, selectors, services
+from conversations.dashboard import presenters, socket_urls
+from conversations.record import finder_reads, selectors, services, token_counts
 from conversations.record.models import Conversation
 
 View: TypeAlias = Callable[..., HttpResponse]
@@ -112,7 +112,7 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
         # live is not checked against a search or a filter.
         "live": page.number == 1 and not q and not filters,
         "can_import": request.user.has_perm(ADD_PERMISSION),
-        "socket_url": sockets.list_socket_url(since),
+        "socket_url": socket_urls.list_socket_url(since),
     }
     partial = request.htmx and not request.htmx.history_restore_request
     template = "conversations/list.html#results" if partial else "conversations/list.html"
@@ -168,7 +168,7 @@ def detail_response(
         context = narrow(
             presenters.conversation_page(
                 conversation,
-                window=positions.tail(conversation.message_count),
+                window=page_windows.tail(conversation.message_count),
                 vision=vision,
                 shape=shape,
                 view=view_query(request),
@@ -227,15 +227,15 @@ def window_response(
     if before is not None:
         later = False
         before = min(before, total)
-        window = positions.before(before)
+        window = page_windows.before(before)
         if start is not None:
             # Back to a deep link's target, at most a document's worth.
-            window = range(max(before - positions.DOCUMENT, 0, min(start, before)), before)
+            window = range(max(before - page_windows.DOCUMENT, 0, min(start, before)), before)
     elif after is not None:
         earlier = False
-        window = positions.after(after, total)
+        window = page_windows.after(after, total)
     elif around is not None:
-        window = positions.around(around, total)
+        window = page_windows.around(around, total)
     else:
         return bad_request(request, "before, after or around is required.")
     try:
@@ -369,7 +369,7 @@ def replay_download(
         body = selectors.replay_json(conversation, vision=vision, shape=shape)
     else:
         body = orjson.dumps(
-            counts.compacted_payload(conversation, ReplayOptions(vision, shape), policy)
+            token_counts.compacted_payload(conversation, ReplayOptions(vision, shape), policy)
         )
     response = HttpResponse(body, content_type="application/json")
     suffix = f"-{policy.name}" if policy is not None else ""
@@ -500,7 +500,7 @@ def _start(params: dict[str, str]) -> int | None:
 def conversation_context(
     request: HttpRequest, conversation_id: str, *, vision: bool, shape: replay.Shape
 ) -> HttpResponse:
-    """The compaction preview (SPEC §7): tokens before → after, changed blocks marked."""
+    """The compaction preview (docs/contract.md §7): tokens before → after, changed blocks marked."""
     conversation = _conversation(conversation_id)
     params = _filled(request)
     try:
@@ -687,7 +687,7 @@ def find_response(request: HttpRequest, conversation: Conversation) -> HttpRespo
             q = request.GET.get("q", "").replace("\x00", "").strip()
             if not q:
                 raise FindError("q", "q is required with kind=text: the words to find.")
-            page = finding.search_page(conversation, q, after=after, before=before)
+            page = finder_reads.search_page(conversation, q, after=after, before=before)
             return _found(
                 {
                     "hits": [hit._asdict() for hit in page.hits],
@@ -697,7 +697,7 @@ def find_response(request: HttpRequest, conversation: Conversation) -> HttpRespo
                     "more": page.more,
                 }
             )
-        step = finding.find_step(conversation, parse_kind(kind), after=after, before=before)
+        step = finder_reads.find_step(conversation, parse_kind(kind), after=after, before=before)
     except (FindError, QueryError) as exc:
         return _found({"error": exc.message, "field": exc.field}, status=400)
     return _found(

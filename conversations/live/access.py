@@ -1,4 +1,4 @@
-"""Who may watch (SPEC §4): a socket's session and user, checked in two queries.
+"""Who may watch (docs/contract.md §4): a socket's session and user, checked in two queries.
 
 channels' AuthMiddleware loads the session, then the user, and `has_perm` adds two
 more queries (and a conversation check a fifth); on a mass reconnect those queries are

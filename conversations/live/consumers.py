@@ -1,4 +1,4 @@
-"""Live updates (SPEC §4): thin consumers that push the page's own partials.
+"""Live updates (docs/contract.md §4): thin consumers that push the page's own partials.
 
 The channel layer is a hint, not the record: every fragment carries its position
 (message seq, block count), a client that reconnects reports what it holds and gets
@@ -23,9 +23,9 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.utils import timezone
 
-from conversations.core import positions, replay, strictjson, windows
+from conversations.core import context_windows, page_windows, replay, strictjson
 from conversations.core.options import OptionError, ReplayOptions
-from conversations.dashboard import shared
+from conversations.dashboard import share_pages
 from conversations.live import access, fragments
 from conversations.record import events
 from conversations.record.models import ShareLink
@@ -243,7 +243,7 @@ class ConversationConsumer(Watcher):
             return BAD_REQUEST
         view = {k: self.query(k, "") for k in ("model", "window") if self.query(k, "")}
         try:
-            windows.resolve(view, {}, [])
+            context_windows.resolve(view, {}, [])
         except OptionError:
             return BAD_REQUEST
         self.vision = vision in {"1", "true"}
@@ -279,8 +279,11 @@ class ConversationConsumer(Watcher):
             return
         if report.get("type") != "resume" or start < 0 or not isinstance(tail, bool):
             return
-        if len(counts) > positions.DOCUMENT:  # a page holds no more: keep its end
-            start, counts = start + len(counts) - positions.DOCUMENT, counts[-positions.DOCUMENT :]
+        if len(counts) > page_windows.DOCUMENT:  # a page holds no more: keep its end
+            start, counts = (
+                start + len(counts) - page_windows.DOCUMENT,
+                counts[-page_windows.DOCUMENT :],
+            )
         async with self.lock:
             self.first, self.tail, self.reloading = start, tail, False
             self.held = {start + i: n for i, n in enumerate(counts)}
@@ -295,15 +298,15 @@ class ConversationConsumer(Watcher):
         if self.reloading:
             return  # the client is fetching its window over HTTP and reports after
         held_span = range(self.first, self.first + max(self.span, 1))
-        span = positions.report_span(self.first, self.span) if self.tail else held_span
+        span = page_windows.report_span(self.first, self.span) if self.tail else held_span
         current = await database_sync_to_async(fragments.block_counts_between)(
             self.conversation_id, span
         )
         if current is None:
             await self.shut(NOT_FOUND)  # deleted, and its event went missing in the layer
             return
-        plan = positions.resume(self.held, current)
-        if isinstance(plan, positions.Reload):
+        plan = page_windows.resume(self.held, current)
+        if isinstance(plan, page_windows.Reload):
             self.reloading = True
             await self.send(text_data=(await database_sync_to_async(self.build_reload)()).html)
             return
@@ -372,7 +375,7 @@ class ConversationConsumer(Watcher):
         if self.tail:
             # What the page keeps while it follows the tail: the last DOCUMENT messages.
             last = max(self.held)
-            self.first = positions.trimmed(self.first, last)
+            self.first = page_windows.trimmed(self.first, last)
             self.held = {seq: n for seq, n in self.held.items() if seq >= self.first}
             self.span = last - self.first + 1
 
@@ -432,7 +435,7 @@ share_sockets: Counter[int] = Counter()  # this process's open sockets, per shar
 
 
 class ShareConsumer(ConversationConsumer):
-    """`/ws/s/TOKEN/`: a share link's live updates (SPEC §8), authorized by the token alone.
+    """`/ws/s/TOKEN/`: a share link's live updates (docs/contract.md §8), authorized by the token alone.
 
     No session, no user: the link decides. It is checked again every
     REPLAY_SHARE_RECHECK_SECONDS, at its expiry, on every group refresh, and at once on
@@ -460,7 +463,7 @@ class ShareConsumer(ConversationConsumer):
             await self.refuse(NOT_FOUND)
             return
         if link.state(timezone.now()) != "active":
-            await self.refuse(shared.SOCKET_GONE)
+            await self.refuse(share_pages.SOCKET_GONE)
             return
         if link.frozen:
             await self.refuse(BAD_REQUEST)  # nothing past up_to_seq, and nothing live
@@ -471,7 +474,7 @@ class ShareConsumer(ConversationConsumer):
             return
         share_sockets[link.pk] += 1
         self.link = link
-        options = shared.options(link, query)
+        options = share_pages.options(link, query)
         self.conversation_id = str(link.conversation_id)
         self.vision, self.shape = options.vision, options.shape
         self.groups_joined = [events.share_group(link.pk), *self.watched_groups()]
@@ -512,7 +515,7 @@ class ShareConsumer(ConversationConsumer):
             return
         self.closing = True
         await self.send(text_data=await database_sync_to_async(fragments.share_notice)(state))
-        await self.close(code=shared.SOCKET_GONE)
+        await self.close(code=share_pages.SOCKET_GONE)
 
     async def share_revoked(self, event: events.ShareRevoked) -> None:
         await self.gone("revoked")
@@ -537,7 +540,7 @@ class ShareConsumer(ConversationConsumer):
         return await frames.get(key, database_sync_to_async(lambda: self.build([seq])))
 
     def build(self, seqs: Sequence[int]) -> fragments.Frame:
-        with shared.scoped_urls(self.token):
+        with share_pages.scoped_urls(self.token):
             return fragments.messages_frame(
                 self.conversation_id,
                 seqs,
@@ -548,5 +551,5 @@ class ShareConsumer(ConversationConsumer):
             )
 
     def build_reload(self) -> fragments.Frame:
-        with shared.scoped_urls(self.token):
+        with share_pages.scoped_urls(self.token):
             return fragments.reload_frame(self.conversation_id, self.vision, self.shape)

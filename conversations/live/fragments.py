@@ -11,17 +11,17 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 
-from conversations.core import positions, replay
+from conversations.core import page_windows, replay
 from conversations.core.options import ReplayOptions
-from conversations.dashboard import presenters, shared
-from conversations.record import counts, selectors, services
+from conversations.dashboard import presenters, share_pages
+from conversations.record import selectors, services, token_counts
 from conversations.record.models import ShareLink
 
 
 def tail_counts(conversation_id: str) -> tuple[int, dict[int, int]]:
-    """(first seq, seq → block count) of the last `positions.DOCUMENT` messages of a
+    """(first seq, seq → block count) of the last `page_windows.DOCUMENT` messages of a
     conversation known to exist: one query."""
-    counts = selectors.last_block_counts(uuid.UUID(conversation_id), positions.DOCUMENT)
+    counts = selectors.last_block_counts(uuid.UUID(conversation_id), page_windows.DOCUMENT)
     return min(counts, default=0), counts
 
 
@@ -52,7 +52,7 @@ def messages_frame(
     pressure (`view`: the page's model and window overrides).
 
     Blocks travel as the page shows them (long texts cut), so a one-message frame stays
-    under `positions.FRAME_BYTES` whatever is stored; counting is cached, so only the
+    under `page_windows.FRAME_BYTES` whatever is stored; counting is cached, so only the
     messages that grew are recounted.
     `images` False: a share link's, with no image URL on the record side; `share`: a
     share link's, with no link to a message's record JSON.
@@ -63,15 +63,15 @@ def messages_frame(
     wanted = sorted(set(seqs))
     rows = selectors.preview_rows(conversation, wanted)
     total_blocks = selectors.block_total(conversation)
-    pressure = counts.pressure(
+    pressure = token_counts.pressure(
         conversation, ReplayOptions(vision, shape), query=dict(view), total_blocks=total_blocks
     )
     margin = presenters.margin_counts(conversation, pressure, rows)
     views = presenters.message_views(conversation, rows, vision=vision, shape=shape, margin=margin)
     if share:
-        views = shared.without_records(views)
+        views = share_pages.without_records(views)
     if not images:
-        views = shared.withhold_images(views)
+        views = share_pages.withhold_images(views)
     parts = [render_to_string("conversations/detail.html#message", {"m": m}) for m in views]
     parts.append(
         render_to_string(
@@ -91,12 +91,12 @@ def messages_frame(
 def reload_frame(conversation_id: str, vision: bool, shape: replay.Shape) -> Frame:
     """ "Reload your window": where the page fetches the conversation's tail over HTTP."""
     url = reverse("earlier-messages", args=[conversation_id]) + presenters.query(
-        vision=int(vision), shape=shape, before=positions.LAST
+        vision=int(vision), shape=shape, before=page_windows.LAST
     )
     return Frame(render_to_string("conversations/detail.html#reload", {"url": url}), {})
 
 
-def pack(frames: Sequence[Frame], limit: int = positions.FRAME_BYTES) -> list[Frame]:
+def pack(frames: Sequence[Frame], limit: int = page_windows.FRAME_BYTES) -> list[Frame]:
     """Consecutive frames joined into as few as fit in `limit` bytes each (in order)."""
     packed: list[Frame] = []
     html: list[str] = []

@@ -1,4 +1,4 @@
-"""Full-text search (SPEC §3): an entry of words per block and per title, the database's
+"""Full-text search (docs/contract.md §3): an entry of words per block and per title, the database's
 own index over them (FTS5 on SQLite, GIN on PostgreSQL), and the words of what is stored."""
 
 from typing import Any

@@ -1,4 +1,4 @@
-"""Conversation.block_count: the page's block total, kept by the services (SPEC §4 Bounds)."""
+"""Conversation.block_count: the page's block total, kept by the services (docs/contract.md §4 Bounds)."""
 
 from typing import Any
 

@@ -10,7 +10,7 @@ metadata holds a model key, newest first until one names a model. Memory and eac
 stay bounded whatever is stored. Only conversations with something to record are updated,
 and `updated_at` is left as it was (the list's order does not move).
 
-The rules are those of `conversations.core.status`, written out here so that this
+The rules are those of `conversations.core.list_status`, written out here so that this
 migration keeps meaning what it meant when the code moves on; one difference: a model
 named only before a conversation's last MODEL_MESSAGES messages is not looked for.
 """

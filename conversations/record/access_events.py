@@ -1,4 +1,4 @@
-"""Changes to who may watch, told to the affected users' live sockets (SPEC §4).
+"""Changes to who may watch, told to the affected users' live sockets (docs/contract.md §4).
 
 These are not domain events: users, groups and permissions are Django's own rows,
 changed by the admin, `manage.py shell` or `changepassword`, never through our

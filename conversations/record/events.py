@@ -34,7 +34,7 @@ def user_group(user_id: object) -> str:
 
 
 def share_group(share_id: object) -> str:
-    """The sockets opened with one share link (SPEC §8)."""
+    """The sockets opened with one share link (docs/contract.md §8)."""
     return f"share.{share_id}"
 
 
@@ -303,7 +303,7 @@ def close_user_sockets(user_id: object) -> None:
 
 
 def access_changed_on_commit(user_ids: Iterable[object]) -> None:
-    """After commit, tell these users' sockets to check their access again (SPEC §4: a
+    """After commit, tell these users' sockets to check their access again (docs/contract.md §4: a
     user who is deactivated, loses the permission or changes password loses them)."""
     ids = sorted({str(user_id) for user_id in user_ids})
     if ids:

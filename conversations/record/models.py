@@ -1,4 +1,4 @@
-"""The record: conversations, their messages, and the messages' typed blocks (SPEC §1).
+"""The record: conversations, their messages, and the messages' typed blocks (docs/contract.md §1).
 
 Rows are written only by `conversations.services`; the constraints below hold the
 invariants even against a writer that forgets.
@@ -35,7 +35,7 @@ class Conversation(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     # The number of messages, which is also the next message's seq.
     message_count = models.PositiveIntegerField(default=0, editable=False)
-    # SHA-256 of the transcript this conversation was imported from (SPEC §6 rule 6): unique,
+    # SHA-256 of the transcript this conversation was imported from (docs/contract.md §6 rule 6): unique,
     # so the same bytes imported again find this conversation and store nothing.
     import_sha256 = models.CharField(
         max_length=64, null=True, blank=True, unique=True, editable=False
@@ -132,7 +132,7 @@ class Block(models.Model):
     width = models.PositiveIntegerField(null=True, blank=True)
     height = models.PositiveIntegerField(null=True, blank=True)
     # The source element an imported block came from, where the five kinds cannot hold
-    # all of it (SPEC §1); never replayed.
+    # all of it (docs/contract.md §1); never replayed.
     origin = models.JSONField(null=True, blank=True)
 
     class Meta:
@@ -165,7 +165,7 @@ class Block(models.Model):
 
 class SearchEntry(models.Model):
     """The words of one block (message_seq, block_seq) or of a conversation's title (both
-    null), as `core.search.index_words` makes them, for full-text search (SPEC §3).
+    null), as `core.search.index_words` makes them, for full-text search (docs/contract.md §3).
 
     Written by `services` in the transaction that stores the block or title; deleted with
     the conversation. The full-text index over `words` is the database's own (see
@@ -291,7 +291,7 @@ class TraceConversation(models.Model):
 
 
 class ShareLink(models.Model):
-    """A read-only link to one conversation (SPEC §8); only the SHA-256 of its token is kept.
+    """A read-only link to one conversation (docs/contract.md §8); only the SHA-256 of its token is kept.
 
     `up_to_seq` None: the whole conversation, live; else messages 0..up_to_seq, frozen.
     `vision`/`shape` None: the toggle is free; else fixed. `images` False: images are

@@ -43,7 +43,7 @@ def no_nul(value: Any, field: str = "value") -> Any:
 
 
 def storable(value: Any) -> Any:
-    """SPEC §3's limits on a JSON value from any writer: depth, exact numbers, valid text.
+    """docs/contract.md §3's limits on a JSON value from any writer: depth, exact numbers, valid text.
 
     The API's parser already enforces them on the body; admin forms and importers hand
     Python values straight to the schemas, so the schemas check again.
@@ -64,7 +64,7 @@ class Strict(BaseModel):
 class BlockBase(Strict):
     """What every block may carry besides its kind's fields."""
 
-    # The source element an imported block came from (SPEC §1); stored, never replayed.
+    # The source element an imported block came from (docs/contract.md §1); stored, never replayed.
     origin: dict[str, Any] | None = None
 
     _origin = field_validator("origin")(storable)
@@ -198,7 +198,7 @@ SHARE_DEFAULT_SECONDS = 7 * 24 * 3600
 
 
 class ShareIn(Strict):
-    """A share link's scope (SPEC §8): omitted toggles are free, `expires_in` null is never."""
+    """A share link's scope (docs/contract.md §8): omitted toggles are free, `expires_in` null is never."""
 
     up_to_seq: Annotated[int, Field(ge=0)] | None = None
     expires_in: Annotated[int, Field(ge=1, le=SHARE_MAX_SECONDS)] | None = SHARE_DEFAULT_SECONDS

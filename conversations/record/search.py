@@ -1,4 +1,4 @@
-"""The full-text index over `SearchEntry.words`, one kind per database (SPEC §3).
+"""The full-text index over `SearchEntry.words`, one kind per database (docs/contract.md §3).
 
 Words arrive made by `core.search`, so both databases look them up verbatim, as words or
 word prefixes, and never scan stored text:

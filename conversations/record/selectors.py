@@ -27,7 +27,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Substr
 
-from conversations.core import follow, markdown, preview, replay, status
+from conversations.core import list_status, live_sources, markdown, preview, replay
 from conversations.core.blocks import BlockKind, kind_of
 from conversations.core.search import INDEXED_CHARS, block_text, parse_query, snippet
 from conversations.record.models import (
@@ -613,7 +613,7 @@ def image_block(conversation: Conversation, seq: int, block: int) -> tuple[str, 
 def conversation_model(conversation: Conversation) -> str:
     """The model the conversation's latest message names, else the one its own metadata
     names (an imported request body's `model`), else ""."""
-    return conversation.model or status.model_of(conversation.metadata)
+    return conversation.model or list_status.model_of(conversation.metadata)
 
 
 def tail_cursor(path: str) -> TailCursor | None:
@@ -630,7 +630,7 @@ def source_uuids(conversation: Conversation) -> set[str]:
         "metadata", flat=True
     ):
         if isinstance(metadata, dict):
-            ids |= follow.source_ids(metadata)
+            ids |= live_sources.source_ids(metadata)
     return ids
 
 

@@ -23,7 +23,7 @@ from django.db.models import F
 from django.utils import timezone
 from pydantic import ValidationError
 
-from conversations.core import follow, importers, replay, search, status
+from conversations.core import importers, list_status, live_sources, replay, search
 from conversations.core.blocks import BlockKind, kind_named, tool_side
 from conversations.record import events, selectors
 from conversations.record.models import (
@@ -208,8 +208,8 @@ def _append(
         # The list row's state: errors add up; the last message's open calls replace the
         # previous last message's; the latest model named is kept.
         errors = sum(1 for message_rows in rows for row in message_rows if row.is_error)
-        unanswered = len(status.open_calls((_kind(row), row.call_id) for row in rows[-1]))
-        model = status.latest_model(metadata for _, _, metadata in messages) or locked.model
+        unanswered = len(list_status.open_calls((_kind(row), row.call_id) for row in rows[-1]))
+        model = list_status.latest_model(metadata for _, _, metadata in messages) or locked.model
         _touch(
             locked,
             message_count=F("message_count") + len(stored),
@@ -340,8 +340,8 @@ def _open_change(message: Message, row: Block) -> int:
         .order_by("seq")
         .values_list("type", flat=True)
     )
-    before = status.open_calls((cast(BlockKind, kind), row.call_id) for kind in earlier)
-    after = status.open_calls([(_kind(row), row.call_id)], already=before)
+    before = list_status.open_calls((cast(BlockKind, kind), row.call_id) for kind in earlier)
+    after = list_status.open_calls([(_kind(row), row.call_id)], already=before)
     return int(row.call_id in after) - int(row.call_id in before)
 
 
@@ -364,7 +364,7 @@ def api_token_delete(*, token: ApiToken) -> None:
     ApiToken.objects.filter(pk=token.pk).delete()
 
 
-SHARE_TOKEN_BYTES = 32  # 256 random bits (SPEC §8 asks for at least 128)
+SHARE_TOKEN_BYTES = 32  # 256 random bits (docs/contract.md §8 asks for at least 128)
 SHARE_MAX_EXPIRY = timedelta(days=30)
 SHARE_DEFAULT_EXPIRY = timedelta(days=7)
 
@@ -566,7 +566,7 @@ def _row(message: Message, seq: int, block: BlockIn, name: str) -> Block:
     return row
 
 
-# Imports (SPEC §6): a transcript read by `core.importers`, stored whole or not at all.
+# Imports (docs/contract.md §6): a transcript read by `core.importers`, stored whole or not at all.
 
 IMPORT_TITLE_MAX = 500
 
@@ -727,7 +727,7 @@ def _prepared(imported: importers.Imported) -> tuple[list[MessageIn], list[dict[
 def _store(
     title: str, metadata: dict[str, Any], messages: list[MessageIn], digest: str | None
 ) -> Conversation:
-    try:  # the source's own top-level keys are in the metadata: SPEC §3's limits apply
+    try:  # the source's own top-level keys are in the metadata: docs/contract.md §3's limits apply
         checked = ConversationIn(title=title, metadata=metadata)
     except ValidationError as exc:
         raise IngestError("metadata", error_sentence(exc)) from None
@@ -755,7 +755,7 @@ def import_find(*, sha256: str) -> ImportOutcome | None:
     return ImportOutcome(conversation, False, conversation.message_count, blocks, gaps, linked)
 
 
-# Following live sources (SPEC §6 "Following live agents"): `manage.py tail` and
+# Following live sources (docs/contract.md §6 "Following live agents"): `manage.py tail` and
 # `POST /v1/traces`. Both only ever append, each append idempotent by its source.
 
 
@@ -811,8 +811,8 @@ def path_digest(path: str) -> str:
 def tail_append(
     *,
     cursor: TailCursor,
-    steps: Sequence[follow.Step],
-    position: follow.Position,
+    steps: Sequence[live_sources.Step],
+    position: live_sources.Position,
     lines: int,
     known: set[str],
     device: int | None = None,
@@ -838,10 +838,12 @@ def tail_append(
                 batch.clear()
 
         for step in steps:
-            if not isinstance(step, follow.Describe) and _all_known(step.source_ids, known, added):
+            if not isinstance(step, live_sources.Describe) and _all_known(
+                step.source_ids, known, added
+            ):
                 continue
             match step:
-                case follow.NewMessage():
+                case live_sources.NewMessage():
                     metadata = dict(step.metadata)
                     if step.marker is not None:
                         metadata["compact_boundary"] = step.marker
@@ -849,12 +851,12 @@ def tail_append(
                             conversation, step.marker, conversation.message_count + len(batch)
                         )
                     seq = conversation.message_count + len(batch)
-                    gaps += [follow.placed_gap(gap, seq, 0) for gap in step.gaps]
+                    gaps += [live_sources.placed_gap(gap, seq, 0) for gap in step.gaps]
                     batch.append(message_in(step.role, step.blocks, metadata, "line"))
-                case follow.MoreBlocks():
+                case live_sources.MoreBlocks():
                     flush()
                     gaps += _continue_latest(conversation, step)
-                case follow.Describe():
+                case live_sources.Describe():
                     flush()
                     conversation_update(
                         conversation=conversation,
@@ -863,11 +865,11 @@ def tail_append(
                     )
                 case _:
                     assert_never(step)
-            if not isinstance(step, follow.Describe):
+            if not isinstance(step, live_sources.Describe):
                 added.update(step.source_ids)
             stored += 1
         flush()
-        if gaps:  # listed on the conversation, as an import lists them (SPEC §6 rule 3)
+        if gaps:  # listed on the conversation, as an import lists them (docs/contract.md §6 rule 3)
             conversation_update(
                 conversation=conversation,
                 title=conversation.title,
@@ -891,7 +893,7 @@ def _all_known(ids: tuple[str, ...], known: set[str], added: set[str]) -> bool:
 
 def _mark_boundary(conversation: Conversation, marker: dict[str, Any], before_seq: int) -> None:
     """A compaction boundary before message `before_seq`, kept in the conversation's
-    metadata as the importer keeps it (SPEC §6 rule 5)."""
+    metadata as the importer keeps it (docs/contract.md §6 rule 5)."""
     boundaries = list(conversation.metadata.get("compact_boundaries") or [])
     conversation_update(
         conversation=conversation,
@@ -901,17 +903,19 @@ def _mark_boundary(conversation: Conversation, marker: dict[str, Any], before_se
     )
 
 
-def _continue_latest(conversation: Conversation, step: follow.MoreBlocks) -> list[dict[str, Any]]:
+def _continue_latest(
+    conversation: Conversation, step: live_sources.MoreBlocks
+) -> list[dict[str, Any]]:
     """Append the step's blocks to the latest message; its gaps, placed."""
     message = Message.objects.filter(conversation=conversation).order_by("-seq").first()
     if message is None:
         raise IngestError("line", "continues a message, but none is stored yet")
-    gaps = [follow.placed_gap(gap, message.seq, message.block_count) for gap in step.gaps]
+    gaps = [live_sources.placed_gap(gap, message.seq, message.block_count) for gap in step.gaps]
     for block in blocks_in(step.blocks, "blocks"):
         block_append(message=message, block=block)
     # Its provenance names every line it was read from, as an import's does.
     Message.objects.filter(pk=message.pk).update(
-        metadata=follow.merge_provenance(message.metadata, step.metadata)
+        metadata=live_sources.merge_provenance(message.metadata, step.metadata)
     )
     return gaps
 
@@ -934,7 +938,7 @@ class Traced:
 
 @dataclass(frozen=True, slots=True)
 class TracedMessage:
-    """One message of a span's history, validated, with its `follow.fingerprint`."""
+    """One message of a span's history, validated, with its `live_sources.fingerprint`."""
 
     message: MessageIn
     fingerprint: str
@@ -951,29 +955,29 @@ def trace_continue(
     disagrees with the stored one stores nothing and names the first differing message.
     Broadcasts one message_added on commit when something was appended.
     """
-    chained = follow.chain([message.fingerprint for message in messages])
+    chained = live_sources.chain([message.fingerprint for message in messages])
     with transaction.atomic():
         conversation = _trace_conversation(key=key, title=title, metadata=metadata)
         locked = _lock(conversation)
-        index = follow.compared_index(len(chained), locked.message_count)
+        index = live_sources.compared_index(len(chained), locked.message_count)
         stored: str | None = None
         if index is not None:
             row = Message.objects.filter(conversation=locked, seq=index).first()
-            stored = row.metadata.get(follow.FINGERPRINT_KEY) if row is not None else None
-        plan = follow.continuation(chained, locked.message_count, stored)
+            stored = row.metadata.get(live_sources.FINGERPRINT_KEY) if row is not None else None
+        plan = live_sources.continuation(chained, locked.message_count, stored)
         if plan.diverges:
             values = [
-                m.get(follow.FINGERPRINT_KEY, "")
+                m.get(live_sources.FINGERPRINT_KEY, "")
                 for m in Message.objects.filter(conversation=locked, seq__lt=len(chained))
                 .order_by("seq")
                 .values_list("metadata", flat=True)
             ]
-            return Traced(locked, 0, follow.first_difference(chained, values))
+            return Traced(locked, 0, live_sources.first_difference(chained, values))
         new = [
             item.message.model_copy(
                 update={
                     "metadata": item.message.metadata
-                    | {follow.FINGERPRINT_KEY: chained[plan.start + offset]}
+                    | {live_sources.FINGERPRINT_KEY: chained[plan.start + offset]}
                 }
             )
             for offset, item in enumerate(messages[plan.start :])
@@ -981,7 +985,7 @@ def trace_continue(
         if new:
             first = locked.message_count
             gaps = [
-                follow.placed_gap(gap, first + offset, 0)
+                live_sources.placed_gap(gap, first + offset, 0)
                 for offset, item in enumerate(messages[plan.start :])
                 for gap in item.gaps
             ]

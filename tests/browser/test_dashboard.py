@@ -1,5 +1,5 @@
 """The dashboard in a real browser: Debian's Chromium, driven by Playwright, against the
-real daphne server on the test database (SPEC §4, issue 3)."""
+real daphne server on the test database (docs/contract.md §4, issue 3)."""
 
 from __future__ import annotations
 
@@ -159,7 +159,7 @@ def test_deep_link_outside_the_first_window_loads_and_scrolls_to_the_message(
     target = page.locator("#m-20")
     expect(target).to_be_in_viewport()
     expect(target).to_have_class(re.compile(r"\bcurrent\b"))
-    # SPEC §4 Bounds: the window around the target, not everything up to the tail.
+    # docs/contract.md §4 Bounds: the window around the target, not everything up to the tail.
     expect(page.locator("#m-199")).to_have_count(0)
     expect(page.locator("#later button")).to_have_text("Load later messages (after #99)")
 

@@ -1,4 +1,4 @@
-"""The list page's file drop in a real browser (SPEC §6): a dropped transcript uploads with
+"""The list page's file drop in a real browser (docs/contract.md §6): a dropped transcript uploads with
 a progress indicator and opens as its conversation; a bad one says why, as text."""
 
 from __future__ import annotations

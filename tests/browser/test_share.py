@@ -1,4 +1,4 @@
-"""Share links in Chromium (SPEC §8): a stakeholder with no account opens the link, watches
+"""Share links in Chromium (docs/contract.md §8): a stakeholder with no account opens the link, watches
 it grow, and sees it stop and say so when the operator revokes it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`manage.py tail` watched in a real browser (SPEC §6, "Following live agents"): a
+"""`manage.py tail` watched in a real browser (docs/contract.md §6, "Following live agents"): a
 Claude Code session written line by line by this test while an operator's page is open;
 the follower is a real process, killed and restarted mid-file. Every block appears live,
 once, in order. The follower and daphne share the database and a private Redis (the

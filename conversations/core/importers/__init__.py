@@ -1,4 +1,4 @@
-"""Importers (SPEC §6): pure functions from a transcript's bytes to the record's values.
+"""Importers (docs/contract.md §6): pure functions from a transcript's bytes to the record's values.
 
 `read(raw, format=None, ...)` detects the format when none is given and answers an
 `Imported`; every malformed source raises `ImportFormatError` naming a line or JSON path.
@@ -64,7 +64,7 @@ def read_lines(lines: Iterable[bytes]) -> Imported:
 
 
 def parse_json(raw: bytes) -> object:
-    """One JSON document under SPEC §3's limits (depth, duplicate keys, exact numbers)."""
+    """One JSON document under docs/contract.md §3's limits (depth, duplicate keys, exact numbers)."""
     try:
         return strictjson.loads(raw)
     except strictjson.StrictJSONError as exc:

@@ -1,4 +1,4 @@
-"""Which format a source is, from its content (SPEC §6): JSON Lines of session lines is
+"""Which format a source is, from its content (docs/contract.md §6): JSON Lines of session lines is
 `claude-code`; a JSON body is told apart by its keys. Ambiguous or unknown → an error
 naming the formats tried."""
 

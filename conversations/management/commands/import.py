@@ -16,7 +16,7 @@ from conversations.record import services
 
 
 class Command(BaseCommand):
-    help = "Import transcript files (SPEC §6); the same bytes again store nothing."
+    help = "Import transcript files (docs/contract.md §6); the same bytes again store nothing."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("files", nargs="+", metavar="FILE")

@@ -8,7 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from conversations.record.tail import Tail
+from conversations.record.file_follower import Tail
 
 DISCOVER_EVERY = 2.0  # seconds between looks for new session files in a directory
 

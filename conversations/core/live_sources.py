@@ -112,7 +112,7 @@ class NewMessage:
     blocks: list[dict[str, Any]]
     metadata: dict[str, Any]
     source_ids: tuple[str, ...]
-    # A compaction boundary just before this message (SPEC §6 rule 5), if any.
+    # A compaction boundary just before this message (docs/contract.md §6 rule 5), if any.
     marker: dict[str, Any] | None = None
     # What its blocks could not hold (`block` counts from its first block).
     gaps: tuple[dict[str, Any], ...] = ()

@@ -1,4 +1,4 @@
-"""Share pages (SPEC §8): one conversation, read-only, to whoever holds the link's token.
+"""Share pages (docs/contract.md §8): one conversation, read-only, to whoever holds the link's token.
 
 Every share URL is `/s/TOKEN/` followed by the dashboard's own path (the conversation
 page's windows, image and download endpoints), and the share views render the dashboard's
@@ -35,7 +35,7 @@ View: TypeAlias = Callable[..., HttpResponse]
 SOCKET_PATH = "ws/s/<str:token>/"
 SOCKET_GONE = 4410  # the link was revoked or expired while the socket was open
 
-# Every share response, error pages included (SPEC §8); the CSP is the dashboard's own,
+# Every share response, error pages included (docs/contract.md §8); the CSP is the dashboard's own,
 # added by its middleware.
 HEADERS = {
     "Referrer-Policy": "no-referrer",
@@ -118,7 +118,7 @@ def _not_found(request: HttpRequest) -> HttpResponse:
 
 def share_view(view: View) -> View:
     """Resolve the token (404 unknown, 410 revoked or expired, 404 with sharing off), parse
-    the toggles (400 page), build URLs inside the link, and send SPEC §8's headers."""
+    the toggles (400 page), build URLs inside the link, and send docs/contract.md §8's headers."""
 
     @functools.wraps(view)
     def wrapper(request: HttpRequest, token: str, *args: Any, **kwargs: Any) -> HttpResponse:

@@ -20,7 +20,7 @@ from django.db.models import Exists, Max, Min, OuterRef, Q, QuerySet
 from django.db.models.functions import Substr
 
 from conversations.core.blocks import ToolSide, kind_named, tool_side
-from conversations.core.finding import Cursor, FindKind
+from conversations.core.finder import Cursor, FindKind
 from conversations.core.search import SNIPPET_SCAN_CHARS, parse_query, snippet
 from conversations.record.models import Block, Conversation, Message, SearchEntry
 from conversations.record.search import Matches

@@ -1,4 +1,4 @@
-"""Token counts of stored conversations (SPEC §7), cached per block and per message.
+"""Token counts of stored conversations (docs/contract.md §7), cached per block and per message.
 
 The record is append-only, so a block's count never changes for a given tokenizer and
 toggles, and a message's count changes only when a block is appended to it (its block
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from conversations.core import compact, replay, tokens, windows
+from conversations.core import compact, context_windows, replay, tokens
 from conversations.core.compact import Compacted, Policy
 from conversations.core.options import ReplayOptions
 from conversations.record import selectors
@@ -160,7 +160,7 @@ class Pressure:
     options: ReplayOptions
     messages: tuple[Counted, ...]
     payload: tokens.PayloadCount
-    window: windows.Window
+    window: context_windows.Window
     trigger: int
     trigger_seq: int | None
     cumulative: tuple[int, ...]  # overhead + every message up to and including this one
@@ -210,7 +210,7 @@ def _pressure(
 ) -> Pressure:
     payload = tokens.total_of([c.count for c in counted], options.shape)
     models = (c.model for c in reversed(counted))
-    window = windows.resolve(query, conversation.metadata, models)
+    window = context_windows.resolve(query, conversation.metadata, models)
     trigger = policy.trigger if policy is not None and policy.name == "clear_tool_uses" else (
         compact.DEFAULT_TRIGGER
     )  # fmt: skip
@@ -346,7 +346,7 @@ def message_data(p: Pressure) -> list[dict[str, Any]]:
 
 
 def context_data(p: Pressure, preview: Preview | None = None) -> dict[str, Any]:
-    """GET /api/conversations/ID/context (SPEC §7): counts by message and kind, the total
+    """GET /api/conversations/ID/context (docs/contract.md §7): counts by message and kind, the total
     (messages + `overhead`), the window and where the compaction trigger is reached."""
     data: dict[str, Any] = {
         "tokenizer": tokens.TOKENIZER,

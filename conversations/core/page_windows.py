@@ -1,4 +1,4 @@
-"""Window and position arithmetic for pages and live sockets (SPEC §4 Bounds). Pure.
+"""Window and position arithmetic for pages and live sockets (docs/contract.md §4 Bounds). Pure.
 
 A window is a `range` of message seqs. A page holds at most `DOCUMENT` messages; each load
 brings at most `WINDOW`; a resume report is answered with the stale messages, or with

@@ -1,4 +1,4 @@
-"""`manage.py tail`: follow Claude Code session files as they grow (SPEC §6).
+"""`manage.py tail`: follow Claude Code session files as they grow (docs/contract.md §6).
 
 Each complete new line is mapped (the importer's `SessionMapper`, one line at a time) and
 stored through the services together with the file's cursor, in one transaction: a
@@ -20,7 +20,7 @@ from typing import IO, Any
 
 from django.core.exceptions import ObjectDoesNotExist
 
-from conversations.core import follow, strictjson
+from conversations.core import live_sources, strictjson
 from conversations.core.importers import claude_code
 from conversations.core.importers.common import ImportFormatError
 from conversations.record import selectors, services
@@ -50,7 +50,7 @@ class Translator:
     sidechain: bool | None = None
     foreign: int = 0
 
-    def steps(self, line: Any, where: str) -> list[follow.Step]:
+    def steps(self, line: Any, where: str) -> list[live_sources.Step]:
         if isinstance(line, dict) and line.get("type") in ("user", "assistant"):
             side = bool(line.get("isSidechain"))
             if self.sidechain is None:
@@ -62,14 +62,14 @@ class Translator:
                                 "live (nor are the next ones); import the file to store "
                                 "them as their own conversation", where)  # fmt: skip
                 return []
-        out: list[follow.Step] = []
+        out: list[live_sources.Step] = []
         for action in self.mapper.feed(line, where):
             match action:
                 case claude_code.NewMessage():
                     ids = (action.uuid,) if action.uuid else ()
                     gaps = tuple(gap.as_json() for gap in action.gaps)
                     out.append(
-                        follow.NewMessage(
+                        live_sources.NewMessage(
                             action.role, action.blocks, action.metadata, ids, self.marker, gaps
                         )
                     )
@@ -77,17 +77,17 @@ class Translator:
                 case claude_code.AppendBlocks():
                     ids = (action.uuid,) if action.uuid else ()
                     gaps = tuple(gap.as_json() for gap in action.gaps)
-                    out.append(follow.MoreBlocks(action.blocks, action.metadata, ids, gaps))
+                    out.append(live_sources.MoreBlocks(action.blocks, action.metadata, ids, gaps))
                 case claude_code.Marker():
                     self.marker = {"kind": action.kind, **action.detail}
                 case claude_code.Title():
                     if action.text:
-                        out.append(follow.Describe(title=action.text))
+                        out.append(live_sources.Describe(title=action.text))
                 case claude_code.Ignored():
                     pass
         session = dict(self.mapper.session)
         if session != self.described:
-            out.append(follow.Describe(metadata=session))
+            out.append(live_sources.Describe(metadata=session))
             self.described = session
         return out
 
@@ -156,7 +156,7 @@ class FileFollower:
                 return stored
             self.handle.seek(offset)
             data = self.handle.read(min(size - offset, READ_LIMIT))
-            lines, used = follow.complete_lines(data)
+            lines, used = live_sources.complete_lines(data)
             if not lines:
                 if len(data) >= READ_LIMIT:  # a line longer than we read at once
                     log.warning("%s: a line over %d bytes at byte %d is skipped", self.path,
@@ -173,25 +173,25 @@ class FileFollower:
         if self.cursor is None:
             return
         assert self.handle is not None
-        position = follow.Position(
+        position = live_sources.Position(
             self.cursor.offset, self.cursor.head_len, self.cursor.head_digest
         )
         self.handle.seek(0)
-        head = self.handle.read(follow.HEAD_BYTES)
+        head = self.handle.read(live_sources.HEAD_BYTES)
         if not self.resumed:
             self._resume(position, size, head)
             return
-        if not follow.still_the_same_file(position, size, head):
+        if not live_sources.still_the_same_file(position, size, head):
             log.info("%s was truncated or replaced: reading it again from its start", self.path)
             self._restart()
 
-    def _resume(self, position: follow.Position, size: int, head: bytes) -> None:
+    def _resume(self, position: live_sources.Position, size: int, head: bytes) -> None:
         """After a restart: the translator's state comes back by reading again, without
         storing, the lines the cursor is past; a different file is read from its start."""
         self.resumed = True
         assert self.cursor is not None
         self.known = selectors.source_uuids(self.cursor.conversation)
-        if not follow.still_the_same_file(position, size, head):
+        if not live_sources.still_the_same_file(position, size, head):
             self._restart()
             return
         for number, line in self._lines_before(position.offset):
@@ -223,7 +223,7 @@ class FileFollower:
         end = offset
         number = self.cursor.lines if self.cursor is not None else self.lines
         for first in range(0, len(lines), BATCH_LINES):
-            batch: list[tuple[int, int, list[follow.Step]]] = []  # (end, line number, steps)
+            batch: list[tuple[int, int, list[live_sources.Step]]] = []  # (end, line number, steps)
             for raw in lines[first : first + BATCH_LINES]:
                 number += 1
                 end += len(raw) + 1
@@ -243,7 +243,7 @@ class FileFollower:
                         stored += self._apply([], line_end, line_number)
         return stored
 
-    def _translate(self, raw: bytes, number: int) -> list[follow.Step]:
+    def _translate(self, raw: bytes, number: int) -> list[live_sources.Step]:
         if not raw.strip():
             return []
         where = f"line {number}"  # as an import names it; the log adds the file
@@ -255,7 +255,7 @@ class FileFollower:
             log.warning("%s: %s; skipped", self.path, exc)
         return []
 
-    def _apply(self, steps: list[follow.Step], end: int, lines: int) -> int:
+    def _apply(self, steps: list[live_sources.Step], end: int, lines: int) -> int:
         if self.cursor is None:
             if not steps:
                 self.offset, self.lines = end, lines  # nothing worth a conversation yet
@@ -282,12 +282,12 @@ class FileFollower:
             self.resumed = True
         assert self.handle is not None
         self.handle.seek(0)
-        head = self.handle.read(min(end, follow.HEAD_BYTES))
+        head = self.handle.read(min(end, live_sources.HEAD_BYTES))
         status = os.fstat(self.handle.fileno())
         return services.tail_append(
             cursor=self.cursor,
             steps=steps,
-            position=follow.Position(end, len(head), follow.head_digest(head)),
+            position=live_sources.Position(end, len(head), live_sources.head_digest(head)),
             lines=lines,
             known=self.known,
             device=status.st_dev,

@@ -1,0 +1,24 @@
+"""The share site, under `/s/TOKEN/`: the dashboard's own paths that a link may reach.
+
+Nothing else is routed here: the list, the admin, the API and other conversations are
+not reachable with a share token (tests/test_share.py holds the table).
+"""
+
+from django.urls import path, re_path
+
+from conversations.dashboard import share_pages
+
+urlpatterns = [
+    path("", share_pages.page, name="share"),
+    path("replay.json", share_pages.replay_download, name="share-replay-download"),
+    # The dashboard's paths, as `reverse` builds them under the share prefix.
+    path("c/<str:conversation_id>/", share_pages.page),
+    path("c/<str:conversation_id>/messages", share_pages.earlier_messages),
+    path("c/<str:conversation_id>/replay.json", share_pages.replay_download),
+    path("c/<str:conversation_id>/find", share_pages.find),
+    path("c/<str:conversation_id>/m/<int:seq>/b/<int:block>/image", share_pages.block_image),
+    path("c/<str:conversation_id>/m/<int:seq>/b/<int:block>/text", share_pages.block_text),
+    path("c/<str:conversation_id>/m/<int:seq>/wire", share_pages.wire_text),
+    path("c/<str:conversation_id>/m/<int:seq>/projection.json", share_pages.message_projection),
+    re_path(r"^.*$", share_pages.not_here),  # a 404 that still carries the share headers
+]
