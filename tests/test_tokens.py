@@ -165,6 +165,17 @@ def test_usage_in_either_providers_names() -> None:
     assert tokens.usage_of({"usage": "x"}) is None
     assert tokens.usage_of({}) is None
     assert tokens.usage_of({"usage": {"input_tokens": True}}) is None
+    otel = {"gen_ai.usage.input_tokens": 812, "gen_ai.usage.output_tokens": 40}
+    assert tokens.usage_of(otel) == tokens.Usage(812, 40)
+    assert tokens.usage_of({"gen_ai.usage.input_tokens": -5}) is None
+
+
+def test_a_measured_output_below_the_estimate_of_the_reply_is_not_trusted() -> None:
+    # Claude Code records output_tokens 1 for some streamed turns.
+    assert tokens.trusted_output(tokens.Usage(25_000, 1), estimate=74) is None
+    assert tokens.trusted_output(tokens.Usage(25_000, 143), estimate=81) == 143
+    assert tokens.trusted_output(tokens.Usage(25_000, None), estimate=1) is None
+    assert tokens.trusted_output(None, estimate=1) is None
     assert tokens.ratio(120, 100) == 1.2
     assert tokens.ratio(None, 100) is None
     assert tokens.ratio(5, 0) is None

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from conversations.core.blocks import Role
-from conversations.core.tokens import CountKind, Usage
+from conversations.core.tokens import CountKind, Usage, whole_number
 
 Basis = Literal["measured", "estimated"]
 
@@ -218,8 +218,8 @@ def boundary_marks(metadata: object) -> list[Mapping[str, object]]:
     marks = metadata.get("compact_boundaries")
     if not isinstance(marks, list):
         return []
-    named = [m for m in marks if isinstance(m, dict) and _whole(m.get("seq")) is not None]
-    return sorted(named, key=lambda m: _whole(m.get("seq")) or 0)
+    named = [m for m in marks if isinstance(m, dict) and whole_number(m.get("seq")) is not None]
+    return sorted(named, key=lambda m: whole_number(m.get("seq")) or 0)
 
 
 def compactions(
@@ -229,7 +229,7 @@ def compactions(
     up to the next boundary (or the end): its summary and its first measured turn."""
     found = []
     for mark in marks:
-        seq = _whole(mark.get("seq"))
+        seq = whole_number(mark.get("seq"))
         if seq is None:
             continue
         figures = after.get(seq, ())
@@ -241,14 +241,10 @@ def compactions(
             Compaction(
                 seq,
                 trigger if isinstance(trigger, str) else None,
-                _whole(mark.get("preTokens", mark.get("pre_tokens"))),
+                whole_number(mark.get("preTokens", mark.get("pre_tokens"))),
                 turns[0].input if turns else None,
                 post.seq if post is not None else None,
                 summary,
             )
         )
     return found
-
-
-def _whole(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

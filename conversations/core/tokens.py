@@ -348,20 +348,23 @@ class Usage:
 
 
 def usage_of(metadata: object) -> Usage | None:
-    """`metadata["usage"]` in Anthropic's or OpenAI's field names, or None.
+    """A message's measured usage as its source recorded it, or None.
 
-    Anthropic's input is `input_tokens` plus the cache reads and writes (all of them are
-    prompt); OpenAI's is `prompt_tokens` (Chat) or `input_tokens` (Responses).
+    Anthropic (`usage`): `input_tokens` plus the cache reads and writes (all of them are
+    prompt); OpenAI (`usage`): `prompt_tokens` (Chat) or `input_tokens` (Responses);
+    OpenTelemetry GenAI: the span's `gen_ai.usage.input_tokens` / `…output_tokens`.
     """
     if not isinstance(metadata, dict):
         return None
     usage = metadata.get("usage")
     if not isinstance(usage, dict):
+        otel = {k: metadata.get(f"gen_ai.usage.{k}") for k in ("input_tokens", "output_tokens")}
+        usage = otel if any(whole_number(v) is not None for v in otel.values()) else None
+    if usage is None:
         return None
 
     def number(key: str) -> int | None:
-        value = usage.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
+        return whole_number(usage.get(key))
 
     prompt = number("prompt_tokens")
     if prompt is None:
@@ -374,6 +377,18 @@ def usage_of(metadata: object) -> Usage | None:
     if prompt is None and output is None:
         return None
     return Usage(prompt, output)
+
+
+def trusted_output(usage: Usage | None, estimate: int) -> int | None:
+    """The measured output, unless it is below the estimate of the message's own content:
+    Claude Code records 1 for some streamed turns, which no reply of that length costs."""
+    if usage is None or usage.output is None or usage.output < estimate:
+        return None
+    return usage.output
+
+
+def whole_number(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def ratio(measured: int | None, estimate: int) -> float | None:
