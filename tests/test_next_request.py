@@ -94,6 +94,27 @@ def test_largest_keeps_the_ten_heaviest_in_order_with_ties_in_record_order() -> 
                                 "tokens": 12}  # fmt: skip
 
 
+def test_heavy_blocks_are_what_each_block_sends_under_its_kind() -> None:
+    image = replay.ImageBlock("image/png", "iVBORw0KGgo=", 512, 512)
+    message = replay.StoredMessage(
+        "user", (replay.TextBlock("hello there"), image, replay.TextBlock("  "),
+                 replay.ToolResultBlock("c1", "grep", "x " * 300)),
+    )  # fmt: skip
+    count = tokens.message_count(message, vision=True, shape="openai")
+    found = list(nr.heavy_blocks(7, count))
+    # The blank text between the image and the result still joins the result's run.
+    assert [(b.block, b.kind) for b in found] == [
+        (0, "text"), (1, "image"), (2, "text"), (3, "tool_result"),
+    ]  # fmt: skip
+    assert [b.tokens for b in found] == list(count.blocks)
+    alone = replay.StoredMessage("user", (image, replay.TextBlock("  ")))
+    count = tokens.message_count(alone, vision=True, shape="openai")
+    assert [b.block for b in nr.heavy_blocks(3, count)] == [0]  # a blank run is left out
+    system = replay.StoredMessage("system", (replay.TextBlock("be brief"),))
+    count = tokens.message_count(system, vision=True, shape="openai")
+    assert [b.kind for b in nr.heavy_blocks(0, count)] == ["system"]
+
+
 def test_compactions_from_a_real_boundary() -> None:
     raw = (Path(REAL) / "claude_code_compact_boundary.jsonl").read_bytes()
     imported = importers.read(raw, "claude-code")

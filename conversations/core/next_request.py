@@ -17,12 +17,12 @@ span enough estimated tokens, the ratio they show.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from conversations.core.blocks import Role
-from conversations.core.tokens import CountKind, Usage, whole_number
+from conversations.core.tokens import CountKind, MessageCount, Usage, whole_number
 
 Basis = Literal["measured", "estimated"]
 
@@ -181,6 +181,13 @@ class HeavyBlock:
 
     def as_json(self) -> dict[str, object]:
         return {"seq": self.seq, "block": self.block, "kind": self.kind, "tokens": self.tokens}
+
+
+def heavy_blocks(seq: int, count: MessageCount) -> Iterator[HeavyBlock]:
+    """Message `seq`'s blocks with what each sends (a block's seq is its place: dense)."""
+    for block, (tokens, kind) in enumerate(zip(count.sent, count.kinds, strict=True)):
+        if tokens:
+            yield HeavyBlock(seq, block, kind, tokens)
 
 
 def largest(blocks: Iterable[HeavyBlock], n: int = LARGEST) -> list[HeavyBlock]:

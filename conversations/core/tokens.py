@@ -242,12 +242,15 @@ def count_kind(block: Block, role: Role) -> CountKind:
 @dataclass(frozen=True, slots=True)
 class MessageCount:
     """One wire message's tokens: `by_kind` (blocks, by kind) + `framing` (the envelope, the
-    blank lines joining blocks, `[Empty message]`) = `tokens`. `blocks` is per block."""
+    blank lines joining blocks, `[Empty message]`) = `tokens`. `blocks` is each block's own
+    count; `sent` what of it crosses (0 for a blank run left out), under `kinds`."""
 
     tokens: int
     by_kind: dict[CountKind, int]
     framing: int
     blocks: tuple[int, ...]
+    sent: tuple[int, ...] = ()
+    kinds: tuple[CountKind, ...] = ()
 
 
 def message_count(
@@ -285,10 +288,10 @@ def message_count(
         sent = own
         framing += sep * max(0, len(blocks) - 1)
     by_kind: dict[CountKind, int] = {}
-    for block, n in zip(blocks, sent, strict=True):
-        kind = count_kind(block, message.role)
+    kinds = tuple(count_kind(block, message.role) for block in blocks)
+    for kind, n in zip(kinds, sent, strict=True):
         by_kind[kind] = by_kind.get(kind, 0) + n
-    return MessageCount(sum(sent) + framing, by_kind, framing, tuple(own))
+    return MessageCount(sum(sent) + framing, by_kind, framing, tuple(own), tuple(sent), kinds)
 
 
 def _blank(block: Block) -> bool:
