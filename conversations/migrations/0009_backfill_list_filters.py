@@ -3,7 +3,11 @@ conversations stored before them.
 
 The backfill walks the conversations in batches of BATCH by primary key, each batch in a
 transaction of its own (the migration is not atomic: PostgreSQL holds no lock on the
-table for the whole walk, and ingest goes on between batches). Each batch costs a fixed
+table for the whole walk, and ingest goes on between batches). A batch locks its
+conversations' rows before it reads what they count, as every append locks its
+conversation's row first: an append made meanwhile either committed before the lock, and
+is counted, or waits for the batch to commit and adds its own to the counts written (an
+absolute count written over an unlocked read would lose it). Each batch costs a fixed
 number of queries over those conversations' rows alone (their error results, their last
 messages' tool blocks) plus, per conversation, its last MODEL_MESSAGES messages whose
 metadata holds a model key, newest first until one names a model. Memory and each query
@@ -45,19 +49,21 @@ def backfill(apps: Any, schema_editor: Any) -> None:
         names_model |= Q(metadata__has_key=key)
     after = None
     while True:
-        page = conversation.objects.order_by("pk")
-        if after is not None:
-            page = page.filter(pk__gt=after)
-        ids = list(page.values_list("pk", flat=True)[:BATCH])
-        if not ids:
-            return
-        after = ids[-1]
         with transaction.atomic():
+            # The batch's rows are locked before what they count is read (see above).
+            page = conversation.objects.select_for_update().order_by("pk")
+            if after is not None:
+                page = page.filter(pk__gt=after)
+            ids = list(page.values_list("pk", flat=True)[:BATCH])
+            if not ids:
+                return
+            after = ids[-1]
             _batch(conversation, message, block, names_model, ids)
 
 
 def _batch(conversation: Any, message: Any, block: Any, names_model: Q, ids: list[Any]) -> None:
-    """One batch of conversations, in the transaction its caller opened."""
+    """One batch of conversations, whose rows are locked in the transaction its caller
+    opened; reads their counts and writes them."""
     errors = dict(
         block.objects.filter(message__conversation_id__in=ids, is_error=True)
         .values("message__conversation_id")
