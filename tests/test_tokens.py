@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from pathlib import Path
 
@@ -168,6 +169,9 @@ def test_usage_in_either_providers_names() -> None:
     otel = {"gen_ai.usage.input_tokens": 812, "gen_ai.usage.output_tokens": 40}
     assert tokens.usage_of(otel) == tokens.Usage(812, 40)
     assert tokens.usage_of({"gen_ai.usage.input_tokens": -5}) is None
+    assert tokens.ratio(120, 100) == 1.2
+    assert tokens.ratio(None, 100) is None
+    assert tokens.ratio(5, 0) is None
 
 
 def test_a_measured_output_below_the_estimate_of_the_reply_is_not_trusted() -> None:
@@ -176,9 +180,6 @@ def test_a_measured_output_below_the_estimate_of_the_reply_is_not_trusted() -> N
     assert tokens.trusted_output(tokens.Usage(25_000, 143), estimate=81) == 143
     assert tokens.trusted_output(tokens.Usage(25_000, None), estimate=1) is None
     assert tokens.trusted_output(None, estimate=1) is None
-    assert tokens.ratio(120, 100) == 1.2
-    assert tokens.ratio(None, 100) is None
-    assert tokens.ratio(5, 0) is None
 
 
 # -- a long text is counted a piece at a time, exactly -----------------------------------
@@ -204,7 +205,34 @@ def test_a_long_text_counts_as_the_encoder_counts_it_whole(
     text = long_texts()[index]
     monkeypatch.setattr(tokens, "COUNT_CHUNK", 4096)  # many pieces, many cuts
     whole = len(tokens.encoding().encode_ordinary(text))
-    assert tokens.count_text(text) == whole
+    measured = tokens.measure_text(text)
     pieces = list(tokens._pieces(text))
     assert pieces[0][0] == 0 and pieces[-1][1] == len(text)
     assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:], strict=False))
+    if index < 7:  # text with places to cut at: exact
+        assert measured == tokens.TextCount(whole, True)
+        assert len(pieces) > len(text) // 8192
+    else:  # one unbroken run: sampled at three places, and says so
+        assert not measured.exact and measured.tokens == pytest.approx(whole, rel=0.01)
+        assert tokens.count_text(text) == measured.tokens
+
+
+def test_a_megabyte_of_whitespace_counts_instead_of_crashing_the_encoder() -> None:
+    # Encoded whole, a million spaces overflow the encoder's stack: a Rust panic, which
+    # is a BaseException that no `except Exception` of a page or frame would catch.
+    for text in (" " * 1_000_000, "\t" * 1_000_000, "x" + " \n" * 600_000):
+        measured = tokens.measure_text(text)
+        sample = len(tokens.encoding().encode_ordinary(text[:100_000]))
+        assert measured.tokens == pytest.approx(sample * len(text) / 100_000, rel=0.02)
+
+
+def test_an_unbroken_run_is_counted_at_its_start_middle_and_end() -> None:
+    # A run whose halves differ is not counted as its start alone.
+    text = "a" * 100_000 + base64.b64encode(bytes(range(256)) * 300).decode()
+    measured = tokens.measure_text(text)
+    whole = len(tokens.encoding().encode_ordinary(text[:100_000])) + len(
+        tokens.encoding().encode_ordinary(text[100_000:])
+    )
+    assert not measured.exact
+    assert measured.tokens == pytest.approx(whole, rel=0.25)
+    assert tokens.measure_text(text) == measured  # deterministic
