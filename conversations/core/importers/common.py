@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from conversations.core import strictjson
 from conversations.core.blocks import IMAGE_MEDIA_TYPES, JSONObject, Role
 
 Format = Literal["anthropic", "openai-chat", "openai-responses", "claude-code", "otel-genai"]
@@ -103,7 +104,10 @@ class Builder:
         """Append the `[KIND (DETAIL): not stored]` text block keeping `source` as origin."""
         index = self._index(message)
         text = f"[{kind} ({detail}): not stored]" if detail else f"[{kind}: not stored]"
-        message.blocks.append({"type": "text", "text": text, "origin": strip_base64(source)})
+        origin = strip_base64(source)
+        if not isinstance(origin, dict):  # an origin is an object: name the scalar's place
+            origin = {where or kind: origin}
+        message.blocks.append({"type": "text", "text": text, "origin": origin})
         self.result.gaps.append(Gap(kind, detail, where, index, len(message.blocks) - 1))
 
     def listed_gap(self, kind: str, detail: str, where: str = "") -> None:
@@ -198,9 +202,9 @@ def parse_arguments(raw: Any) -> JSONObject:
     if raw is None or raw == "":
         return {}
     if isinstance(raw, str):
-        try:
-            value = json.loads(raw)
-        except ValueError:
+        try:  # under the record's own limits: what it could not store stays the string
+            value = strictjson.loads(raw)
+        except strictjson.StrictJSONError:
             return {"_raw": raw}
         return value if isinstance(value, dict) else {"_raw": raw}
     return {"_raw": json.dumps(raw, ensure_ascii=False)}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from conversations.core import strictjson
 from conversations.core.importers.common import FORMATS, Format, ImportFormatError
 
 TRIED = ", ".join(FORMATS)
@@ -50,6 +51,12 @@ def detect(raw: bytes) -> Format:
     """The format of `raw`; ImportFormatError when it fits none or more than one."""
     try:
         body = json.loads(raw)
+    except RecursionError:  # far deeper than the record allows: say where, as a read would
+        try:
+            strictjson.loads(raw)
+        except strictjson.StrictJSONError as exc:
+            raise ImportFormatError(exc.field, exc.reason) from None
+        raise  # not reached: the strict parser refuses what the plain one cannot nest
     except json.JSONDecodeError as exc:
         if _is_session_file(raw):
             return "claude-code"
@@ -131,7 +138,7 @@ def _is_session_file(raw: bytes) -> bool:
             continue
         try:
             value = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             return seen > 0  # a bad line later is the importer's error to name
         if not isinstance(value, dict) or "type" not in value:
             return False

@@ -49,6 +49,10 @@ def read(body: Any) -> Imported:
             _add_content(builder, message, source.get("content"), f"{path}.content")
         elif role == "assistant":
             message = builder.message("assistant", metadata)
+            # OpenAI-compatible reasoning models return their thinking beside the content.
+            thinking = source.get("reasoning_content")
+            if isinstance(thinking, str) and thinking:
+                message.blocks.append(common.reasoning(thinking, {"field": "reasoning_content"}))
             _add_content(builder, message, source.get("content"), f"{path}.content")
             _add_assistant_extras(builder, message, source, path)
         else:

@@ -7,10 +7,10 @@ span adds to what is stored (each span repeats the history).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
+from conversations.core import strictjson
 from conversations.core.blocks import IMAGE_MEDIA_TYPES
 from conversations.core.importers import common
 from conversations.core.importers.common import (
@@ -283,9 +283,9 @@ def _decoded(value: Any, path: str) -> Any:
     """Span attributes hold the messages as JSON text; events and exports as values."""
     if isinstance(value, str) and value[:1] in ("[", "{"):
         try:
-            return json.loads(value)
-        except ValueError as exc:
-            raise ImportFormatError(path, f"is not valid JSON ({exc})") from None
+            return strictjson.loads(value, root=path)
+        except strictjson.StrictJSONError as exc:
+            raise ImportFormatError(exc.field, exc.reason) from None
     return value
 
 
