@@ -165,6 +165,30 @@ def test_gzip_and_deflate_bodies_are_read(token):
     assert stored("zipped") == stored("deflated")
 
 
+def test_a_body_of_several_gzip_members_is_read_and_of_too_many_refused(token):
+    body = one_turn("members").SerializeToString()
+    half = len(body) // 2
+    two = gzip.compress(body[:half]) + gzip.compress(body[half:])
+    response = post(two, token, **{"Content-Encoding": "gzip"})
+    assert response.status_code == 200, response.content
+    # 150,000 empty members took 4.7 s when each member was handed the whole rest.
+    many = gzip.compress(b"") * 150_000 + gzip.compress(body)
+    response = post(many, token, **{"Content-Encoding": "gzip"})
+    assert response.status_code == 400
+    assert b"more than 64 members" in response.content
+
+
+def test_inflating_many_members_costs_what_the_body_costs() -> None:
+    from conversations.core import otlp
+
+    body = b"".join(gzip.compress(bytes([i]) * 100_000) for i in range(otlp.MAX_MEMBERS))
+    out = otlp.decompress(body, "gzip", limit=10**8)
+    assert out == b"".join(bytes([i]) * 100_000 for i in range(otlp.MAX_MEMBERS))
+    assert otlp.decompress(body[: len(body) // 64], "gzip", limit=10**8) == bytes(100_000)
+    with pytest.raises(otlp.OtlpError, match="truncated"):
+        otlp.decompress(body[:-3], "gzip", limit=10**8)
+
+
 def gzip_of_zeros(size: int) -> bytes:
     packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
     chunk = b"\x00" * (1024 * 1024)

@@ -100,6 +100,10 @@ def encoding_of(content_type: str) -> Encoding | None:
     return CONTENT_TYPES.get(media_type)
 
 
+MAX_MEMBERS = 64  # gzip members in one body (an exporter sends one)
+INFLATE_PIECE = 1 << 16
+
+
 def decompress(body: bytes, content_encoding: str, *, limit: int) -> bytes:
     """The body as sent before `Content-Encoding` (gzip, deflate or identity), refusing
     to inflate past `limit` bytes: a small bomb never gets to fill memory."""
@@ -113,16 +117,24 @@ def decompress(body: bytes, content_encoding: str, *, limit: int) -> bytes:
     else:
         raise OtlpError(f"Content-Encoding {encoding!r} is not supported; use gzip or none.")
     out = bytearray()
-    rest = body
+    view, pos, members = memoryview(body), 0, 0
     try:
-        while rest:
+        while pos < len(body):  # gzip allows several members one after another
+            members += 1
+            if members > MAX_MEMBERS:
+                raise OtlpError(f"the {encoding} body has more than {MAX_MEMBERS} members")
             inflater = zlib.decompressobj(wbits)
-            out += inflater.decompress(rest, limit + 1 - len(out))
-            if len(out) > limit or inflater.unconsumed_tail:
-                raise TooLarge("the decompressed body is over the limit")
-            if not inflater.eof:
-                raise OtlpError(f"the {encoding} body is truncated")
-            rest = inflater.unused_data  # gzip allows several members one after another
+            while not inflater.eof:
+                if pos >= len(body):
+                    raise OtlpError(f"the {encoding} body is truncated")
+                # Fed a piece at a time, so what a member leaves over is at most a piece:
+                # handing it the whole rest made many small members quadratic.
+                piece = view[pos : pos + INFLATE_PIECE]
+                pos += len(piece)
+                out += inflater.decompress(piece, limit + 1 - len(out))
+                if len(out) > limit or inflater.unconsumed_tail:
+                    raise TooLarge("the decompressed body is over the limit")
+            pos -= len(inflater.unused_data)
     except zlib.error as exc:
         raise OtlpError(f"the body is not valid {encoding}: {exc}") from None
     return bytes(out)
