@@ -4,14 +4,19 @@ is stored whole or refused with a 400 naming where, never a 500, and nothing hal
 from __future__ import annotations
 
 import json
+from io import StringIO
+from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from conversations.record.models import Block, Conversation, Message
 from tests.conftest import ApiClient
+from tests.realdata import REAL
 
 DEEP = "[" * 5000 + "]" * 5000
+COMPACT_LINE = (REAL / "claude_code_compact_boundary.jsonl").read_bytes().splitlines(True)[1]
 
 
 def post(api: ApiClient, raw: bytes, query: str = "") -> Any:
@@ -115,3 +120,35 @@ def test_a_server_side_reference_is_a_gap_not_a_400(
     assert response.json()["gaps"][0]["where"] == field
     gap = Block.objects.get(text=text)
     assert gap.origin == {field: value}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("body", "format", "where"),
+    [
+        (b'{"type":"user"' + b" " * 3_000_000, "claude-code", "line 1"),  # no newline at all
+        (COMPACT_LINE + b'{"type":"user"' + b" " * 3_000_000 + b"}\n", None, "line 2"),
+        (b'{"messages": [' + b" " * 3_000_000 + b"]}", "openai-chat", "line 1"),
+        (b'{"messages": []}\n' + b" " * 3_000_000, None, "file"),
+    ],
+)
+def test_manage_import_reads_in_bounded_pieces_and_names_the_limit(
+    tmp_path: Path, settings: Any, body: bytes, format: str | None, where: str
+) -> None:
+    settings.REPLAY_MAX_BODY_MB = 1
+    path = tmp_path / "big"
+    path.write_bytes(body)
+    err = StringIO()
+    with pytest.raises(CommandError):
+        call_command("import", str(path), format=format, stderr=err)
+    assert f"{where}: is over the 1 MB limit (REPLAY_MAX_BODY_MB)" in err.getvalue()
+    assert stored() == (0, 0, 0)
+
+
+@pytest.mark.django_db
+def test_manage_import_of_a_device_with_no_newline_ends(settings: Any) -> None:
+    settings.REPLAY_MAX_BODY_MB = 1
+    err = StringIO()
+    with pytest.raises(CommandError):
+        call_command("import", "/dev/zero", format="claude-code", stderr=err)
+    assert "line 1: is over the 1 MB limit" in err.getvalue()

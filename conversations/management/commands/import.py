@@ -1,14 +1,17 @@
 """`manage.py import FILE… [--format] [--title]`: one line per file (id, messages, blocks,
-gaps, URL). Claude Code files are streamed line by line; others are read whole."""
+gaps, URL). Claude Code files are streamed line by line; others are read whole. Both are
+read in bounded pieces: a line, or a whole file of another format, over the body limit
+(REPLAY_MAX_BODY_MB, as on the API) stops that file with an error naming the limit."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from conversations.core import importers
@@ -43,13 +46,21 @@ class Command(BaseCommand):
             raise CommandError(f"{failed} of {len(files)} files were not imported.")
 
     def _one(self, path: Path, format: Any, title: str | None) -> services.ImportOutcome:
+        limit = settings.REPLAY_MAX_BODY_MB * 1024 * 1024
         with path.open("rb") as file, services.gc_paused():
-            if format == "claude-code" or (format is None and _is_jsonl(file)):
+            first = _line(file, limit, 1)
+            if format == "claude-code" or (format is None and _is_jsonl(first)):
                 digest = hashlib.sha256()
-                imported = importers.read_lines(_hashed_lines(file, digest))
+                lines = _hashed_lines(_lines(file, first, limit), digest)
+                imported = importers.read_lines(lines)
                 sha256 = digest.hexdigest()
             else:
-                raw = file.read()
+                raw = first + file.read(limit + 1 - len(first))
+                if len(raw) > limit:
+                    raise importers.ImportFormatError(
+                        "file", f"is over the {settings.REPLAY_MAX_BODY_MB} MB limit "
+                        "(REPLAY_MAX_BODY_MB); a Claude Code file is streamed instead",
+                    )  # fmt: skip
                 sha256 = hashlib.sha256(raw).hexdigest()
                 earlier = services.import_find(sha256=sha256)
                 if earlier is not None:
@@ -60,18 +71,37 @@ class Command(BaseCommand):
         )
 
 
-def _is_jsonl(file: IO[bytes]) -> bool:
+def _line(file: IO[bytes], limit: int, number: int) -> bytes:
+    """One line of at most `limit` bytes (a file with no newline, such as /dev/zero, ends
+    here instead of filling memory)."""
+    line = file.readline(limit + 1)
+    if len(line) > limit:
+        raise importers.ImportFormatError(
+            f"line {number}",
+            f"is over the {settings.REPLAY_MAX_BODY_MB} MB limit (REPLAY_MAX_BODY_MB)",
+        )
+    return line
+
+
+def _lines(file: IO[bytes], first: bytes, limit: int) -> Iterator[bytes]:
+    """The file's lines from the first (already read: no seek, so pipes work too)."""
+    number, line = 1, first
+    while line:
+        yield line
+        number += 1
+        line = _line(file, limit, number)
+
+
+def _is_jsonl(first: bytes) -> bool:
     """The first line is a whole JSON object of a session file (then stream the rest)."""
-    first = file.readline()
-    file.seek(0)
     try:
         value = json.loads(first)
         return isinstance(value, dict) and importers.detect(first) == "claude-code"
-    except (ValueError, importers.ImportFormatError):
+    except (ValueError, RecursionError, importers.ImportFormatError):
         return False
 
 
-def _hashed_lines(file: IO[bytes], digest: Any) -> Iterator[bytes]:
-    for line in file:
+def _hashed_lines(lines: Iterable[bytes], digest: Any) -> Iterator[bytes]:
+    for line in lines:
         digest.update(line)
         yield line
