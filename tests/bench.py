@@ -89,10 +89,10 @@ def bench_projection(results: Results, conversation: Any) -> None:
     import orjson
 
     from conversations.core import replay
-    from conversations.record import selectors
+    from conversations.record import selectors, shapes
 
     print("a) projection of the 30,000-block record vs orjson.dumps of its plain data")
-    plain = selectors.record_data(conversation, url="http://127.0.0.1/c/x/")
+    plain = shapes.record_data(conversation, url="http://127.0.0.1/c/x/")
     stored = selectors.stored_messages(selectors.message_rows(conversation))
     blocks = sum(len(m.blocks) for m in stored)
     results.figure("a: record blocks", blocks, "blocks", f"in {len(stored):,} messages")

@@ -58,6 +58,7 @@ def store(rng: random.Random) -> int:
 
     from conversations.record import services
     from conversations.record.models import Block, Message
+    from conversations.record.services import search_entries
 
     # About half the words are the sentences' few, half from a vocabulary of 50,000.
     vocabulary = random_words(rng, 50_000) + ["σίσυφος", "Достоевский"]
@@ -85,8 +86,8 @@ def store(rng: random.Random) -> int:
             Block.objects.bulk_create(blocks, batch_size=1000)
             entries = []
             for message, start in zip(messages, range(0, len(blocks), 3), strict=True):
-                entries += services._search_entries(message, blocks[start : start + 3])
-            services._insert_search_entries(conversation, entries)
+                entries += search_entries._search_entries(message, blocks[start : start + 3])
+            search_entries._insert_search_entries(conversation, entries)
             conversation.message_count = MESSAGES
             conversation.save(update_fields=["message_count"])
         stored += sum(len(block.text) + len(block.input_json) for block in blocks)

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from conversations.core.importers import claude_code
-from conversations.record import selectors
+from conversations.record import shapes
 from conversations.record.models import Conversation, Message, TailCursor
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
@@ -45,7 +45,7 @@ def imported(path: Path) -> list[tuple[str, list[tuple[Any, ...]]]]:
 
 def stored(conversation: Conversation) -> list[tuple[str, list[tuple[Any, ...]]]]:
     return [
-        (m.role, [block_key(plain(selectors.block_data(b))) for b in m.blocks.order_by("seq")])
+        (m.role, [block_key(plain(shapes.block_data(b))) for b in m.blocks.order_by("seq")])
         for m in Message.objects.filter(conversation=conversation).order_by("seq")
     ]
 

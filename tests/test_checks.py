@@ -161,7 +161,8 @@ def project_copy(into: Path) -> Path:
 
 def test_type_checker_rejects_a_block_kind_without_a_case_in_every_layer(tmp_path: Path) -> None:
     """One kind more in the registry fails the type check in the projection, the registry's
-    own functions, the token counter, the record's reads and the dashboard's presenter alike."""
+    own functions, the token counter, the record's API shapes and the dashboard's presenter
+    alike."""
     cache = tmp_path / "cache"
     tree = project_copy(tmp_path / "with_video")
     blocks = tree / "conversations" / "core" / "blocks.py"
@@ -184,7 +185,7 @@ def test_type_checker_rejects_a_block_kind_without_a_case_in_every_layer(tmp_pat
         "conversations/core/blocks.py",
         "conversations/core/replay.py",
         "conversations/core/tokens.py",
-        "conversations/record/selectors.py",
+        "conversations/record/shapes.py",
         "conversations/dashboard/presenters.py",
     ):
         assert layer in failing, output

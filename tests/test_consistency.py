@@ -16,7 +16,7 @@ import httpx2 as httpx
 import pytest
 from django.db import connection, connections
 
-from conversations.record import selectors, services
+from conversations.record import selectors, services, shapes
 from conversations.record.models import Conversation, Message
 from conversations.record.schemas import TextIn
 
@@ -107,7 +107,7 @@ def test_a_window_read_during_a_write_is_consistent_too(conversation):
 
 def test_the_record_during_a_write_matches_its_own_message_count(conversation):
     with before_reading_blocks(lambda: write_meanwhile(conversation.pk)):
-        record = selectors.record_data(conversation, url="/")
+        record = shapes.record_data(conversation, url="/")
     assert record["message_count"] == len(record["messages"]) == 3
     assert [len(m["blocks"]) for m in record["messages"]] == [2, 2, 2]
 

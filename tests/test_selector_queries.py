@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from conversations.record import selectors, services
+from conversations.record import selectors, services, shapes
 from conversations.record.models import Conversation
 from tests.builders import png, text
 from tests.test_services_batch import message
@@ -36,7 +36,7 @@ HOT: dict[str, Callable[[Conversation], Any]] = {
     "message_get": lambda c: selectors.message_get(c, 1),
     "image_block": lambda c: selectors.image_block(c, 0, 1),
     "replay_json": lambda c: selectors.replay_json(c, vision=True, shape="openai"),
-    "record_data": lambda c: selectors.record_data(c, url="/"),
+    "record_data": lambda c: shapes.record_data(c, url="/"),
 }
 
 

@@ -15,7 +15,8 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
 
-from conversations.api.views import ApiError, api, too_big
+from conversations.api.decorators import api
+from conversations.api.errors import ApiError, too_big
 from conversations.core import live_sources, otlp
 from conversations.core.importers import otel_genai
 from conversations.core.importers.common import ImportFormatError

@@ -2,31 +2,27 @@
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import re
-from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, TypeAlias
+from typing import Any
 
 import orjson
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.paginator import EmptyPage, PageNotAnInteger, Paginator
-from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
-from django.utils import timezone
-from django.views.decorators.csrf import csrf_exempt
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from conversations.core import importers, strictjson
+from conversations.api.decorators import api, json_response, parse_json, validate
+from conversations.api.errors import ApiError, too_big
+from conversations.core import importers
 from conversations.core.compact import Policy
 from conversations.core.list_status import ListFilters
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.core.search import QueryError
-from conversations.record import selectors, services, token_counts
-from conversations.record.models import ApiToken, Conversation, IdempotentResponse
+from conversations.record import selectors, services, shapes, token_counts
+from conversations.record.models import Conversation
 from conversations.record.schemas import (
     BLOCK_ADAPTER,
     ConversationIn,
@@ -37,194 +33,8 @@ from conversations.record.schemas import (
     error_sentence,
 )
 
-View: TypeAlias = Callable[..., HttpResponse]
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
-TOKEN_TOUCH_INTERVAL = timedelta(minutes=5)
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, error: str, **extra: Any) -> None:
-        super().__init__(error)
-        self.status = status
-        self.error = error
-        self.extra = extra
-
-
-def json_response(data: Any, status: int = 200) -> HttpResponse:
-    return HttpResponse(orjson.dumps(data), status=status, content_type="application/json")
-
-
-def error_response(status: int, error: str, **extra: Any) -> HttpResponse:
-    response = json_response({"error": error, **extra}, status=status)
-    if status == 401:
-        response["WWW-Authenticate"] = 'Bearer realm="replay"'
-    return response
-
-
-def authenticate(request: HttpRequest) -> ApiToken:
-    header = request.headers.get("Authorization", "")
-    scheme, _, clear = header.partition(" ")
-    if not header:
-        raise ApiError(401, "Authorization header is missing: send 'Authorization: Bearer TOKEN'.")
-    if scheme.lower() != "bearer" or not clear.strip():
-        raise ApiError(401, "Authorization header must be 'Bearer TOKEN'.")
-    digest = services.token_digest(clear.strip())
-    token = ApiToken.objects.filter(digest=digest, revoked_at__isnull=True).first()
-    if token is None:
-        raise ApiError(401, "API token is unknown or revoked.")
-    now = timezone.now()
-    if token.last_used_at is None or now - token.last_used_at > TOKEN_TOUCH_INTERVAL:
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    return token
-
-
-def parse_json(request: HttpRequest) -> dict[str, Any]:
-    """The body as a JSON object under docs/contract.md §3's limits (depth, duplicate keys, exact numbers)."""
-    try:
-        raw = request.body
-    except RequestDataTooBig:
-        raise too_big() from None
-    if not raw.strip():
-        raise ApiError(400, "Request body is empty: send a JSON object.")
-    try:
-        data = strictjson.loads(raw)
-    except strictjson.StrictJSONError as exc:
-        raise ApiError(400, _json_sentence(exc), field=exc.field) from None
-    if not isinstance(data, dict):
-        raise ApiError(400, "Request body must be a JSON object.")
-    return data
-
-
-def _json_sentence(exc: strictjson.StrictJSONError) -> str:
-    if exc.path:
-        return f"{exc.path}: {exc.reason}."
-    return f"Request body {exc.reason}."
-
-
-def validate(schema: type[BaseModel], data: Any) -> Any:
-    try:
-        return schema.model_validate(data)
-    except ValidationError as exc:
-        raise ApiError(400, error_sentence(exc), errors=error_list(exc)) from None
-
-
-ErrorRenderer: TypeAlias = Callable[[HttpRequest, int, str, dict[str, Any]], HttpResponse]
-
-
-def _json_error(
-    request: HttpRequest, status: int, error: str, extra: dict[str, Any]
-) -> HttpResponse:
-    return error_response(status, error, **extra)
-
-
-def api(
-    *methods: str, errors: ErrorRenderer = _json_error, idempotent: bool = True
-) -> Callable[[View], View]:
-    """Authenticate the bearer token, check the method, and turn failures into JSON errors
-    (or into what `errors` renders, for protocols with error bodies of their own).
-
-    A POST with an Idempotency-Key runs in one transaction with the saved answer, so a
-    repeat returns the first answer and stores nothing again. `idempotent=False`: the
-    answer holds a secret that must not be stored (a share link's token), so the header
-    is refused.
-    """
-
-    def decorator(view: View) -> View:
-        @csrf_exempt
-        @functools.wraps(view)
-        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            try:
-                if request.method not in methods:
-                    response = errors(
-                        request,
-                        405,
-                        f"Method {request.method} is not allowed here; use {', '.join(methods)}.",
-                        {},
-                    )
-                    response["Allow"] = ", ".join(methods)
-                    return response
-                token = authenticate(request)
-                key = request.headers.get("Idempotency-Key")
-                if request.method == "POST" and key is not None:
-                    if not idempotent:
-                        raise ApiError(
-                            400,
-                            "Idempotency-Key is not accepted here: the answer holds a token "
-                            "that is shown once and never stored.",
-                            field="Idempotency-Key",
-                        )
-                    return _idempotent(view, request, token, key, args, kwargs)
-                return view(request, *args, **kwargs)
-            except ApiError as exc:
-                response = errors(request, exc.status, exc.error, exc.extra)
-                if exc.status == 401:
-                    response["WWW-Authenticate"] = 'Bearer realm="replay"'
-                return response
-            except services.IngestError as exc:
-                return errors(request, 400, str(exc), {"field": exc.field})
-            except RequestDataTooBig:
-                over = too_big()
-                return errors(request, over.status, over.error, {})
-
-        return wrapper
-
-    return decorator
-
-
-def too_big() -> ApiError:
-    return ApiError(
-        413,
-        f"Request body is over the {settings.REPLAY_MAX_BODY_MB} MB limit (REPLAY_MAX_BODY_MB).",
-    )
-
-
-def _idempotent(
-    view: View,
-    request: HttpRequest,
-    token: ApiToken,
-    key: str,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-) -> HttpResponse:
-    if not key or len(key) > 255:
-        raise ApiError(400, "Idempotency-Key header must be 1 to 255 characters.")
-    try:
-        body = request.body
-    except RequestDataTooBig:
-        raise too_big() from None
-    fingerprint = hashlib.sha256(
-        b"%s %s\n%s" % (str(request.method).encode(), request.path.encode(), body)
-    ).hexdigest()
-    for _attempt in range(2):
-        earlier = IdempotentResponse.objects.filter(token=token, key=key).first()
-        if earlier is not None:
-            if earlier.fingerprint != fingerprint:
-                raise ApiError(
-                    422,
-                    "Idempotency-Key was already used for a different request; use a new key.",
-                )
-            response = HttpResponse(
-                bytes(earlier.body), status=earlier.status, content_type="application/json"
-            )
-            response["Idempotent-Replayed"] = "true"
-            return response
-        try:
-            with transaction.atomic():
-                response = view(request, *args, **kwargs)
-                if 200 <= response.status_code < 300:
-                    services.idempotent_response_save(
-                        token=token,
-                        key=key,
-                        fingerprint=fingerprint,
-                        status=response.status_code,
-                        body=response.content,
-                    )
-                return response
-        except IntegrityError:
-            # Another request with this key committed first: answer as it did.
-            continue
-    raise ApiError(409, "Idempotency-Key is in use by a concurrent request; retry.")
 
 
 def _conversation(conversation_id: str) -> Conversation:
@@ -239,7 +49,8 @@ def _url(request: HttpRequest, conversation: Conversation, fragment: str = "") -
 
 
 def replay_options(request: HttpRequest) -> ReplayOptions:
-    """`?vision=` and `?shape=` as docs/contract.md §3 defines them (defaults: vision on, openai)."""
+    """`?vision=` and `?shape=` as docs/contract.md §3 defines them (defaults: vision on,
+    openai)."""
     try:
         return ReplayOptions.from_query(request.GET)
     except OptionError as exc:
@@ -269,7 +80,7 @@ def conversations(request: HttpRequest) -> HttpResponse:
         data = validate(ConversationIn, parse_json(request))
         conversation = services.conversation_create(title=data.title, metadata=data.metadata)
         return json_response(
-            selectors.conversation_data(conversation, url=_url(request, conversation)), 201
+            shapes.conversation_data(conversation, url=_url(request, conversation)), 201
         )
     page_size = _page_number(request, "page_size", PAGE_SIZE, MAX_PAGE_SIZE)
     number = _page_number(request, "page", 1, None)
@@ -299,7 +110,7 @@ def conversations(request: HttpRequest) -> HttpResponse:
         query["page"] = str(n)
         return request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
 
-    results = [selectors.conversation_data(c, url=_url(request, c)) for c in page.object_list]
+    results = [shapes.conversation_data(c, url=_url(request, c)) for c in page.object_list]
     if q.strip():
         # Where each conversation matched: its first matching block (None: the title only).
         hits = selectors.search_hits(page.object_list, q)
@@ -329,7 +140,7 @@ def conversation(request: HttpRequest, conversation_id: str) -> HttpResponse:
     if request.method == "DELETE":
         services.conversation_delete(conversation=found)
         return HttpResponse(status=204)
-    return json_response(selectors.record_data(found, url=_url(request, found)))
+    return json_response(shapes.record_data(found, url=_url(request, found)))
 
 
 @api("POST")
@@ -417,8 +228,9 @@ def markdown_export(request: HttpRequest, conversation_id: str) -> HttpResponse:
 
 @api("POST")
 def imports(request: HttpRequest) -> HttpResponse:
-    """A transcript file as the body (docs/contract.md §6): 201 with the new conversation, or 200 with
-    the one these same bytes made before; a malformed file is a 400 naming line or path."""
+    """A transcript file as the body (docs/contract.md §6): 201 with the new conversation, or
+    200 with the one these same bytes made before; a malformed file is a 400 naming line or
+    path."""
     try:
         raw = request.body
     except RequestDataTooBig:
@@ -496,10 +308,8 @@ def shares(request: HttpRequest, conversation_id: str) -> HttpResponse:
             images=data.images,
         )
         url = request.build_absolute_uri(reverse("share", kwargs={"token": clear}))
-        return json_response(selectors.share_data(link) | {"url": url}, 201)
-    return json_response(
-        {"results": [selectors.share_data(s) for s in selectors.share_list(found)]}
-    )
+        return json_response(shapes.share_data(link) | {"url": url}, 201)
+    return json_response({"results": [shapes.share_data(s) for s in selectors.share_list(found)]})
 
 
 @api("DELETE")

@@ -30,7 +30,7 @@ from conversations.core.list_status import ListFilters
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.core.search import MAX_QUERY_CHARS, QueryError
 from conversations.dashboard import presenters, socket_urls
-from conversations.record import finder_reads, selectors, services, token_counts
+from conversations.record import finder_reads, selectors, services, shapes, token_counts
 from conversations.record.models import Conversation
 
 View: TypeAlias = Callable[..., HttpResponse]
@@ -312,7 +312,7 @@ def message_record(request: HttpRequest, conversation_id: str, seq: int) -> Http
     message = selectors.message_full(_conversation(conversation_id), seq)
     if message is None:
         raise Http404("No such message.")
-    return _json(orjson.dumps(selectors.message_data(message, message.blocks)))
+    return _json(orjson.dumps(shapes.message_data(message, message.blocks)))
 
 
 @require_GET

@@ -21,7 +21,7 @@ from pydantic import ValidationError as SchemaError
 
 from conversations.core import replay, strictjson
 from conversations.core.search import QueryError
-from conversations.record import selectors, services
+from conversations.record import selectors, services, shapes
 from conversations.record.models import ApiToken, Block, Conversation, Message, ShareLink
 from conversations.record.schemas import ConversationIn, error_list
 
@@ -155,7 +155,7 @@ class BlockInline(ReadOnlyMixin, admin.TabularInline[Block, Message]):
 
     @admin.display(description="Content")
     def summary(self, obj: Block) -> str:
-        data = selectors.block_data(obj)
+        data = shapes.block_data(obj)
         data.pop("seq")
         data.pop("type")
         if "data" in data:

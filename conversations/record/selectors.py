@@ -1,7 +1,7 @@
 """Reads that shape the record for its consumers, in a fixed number of queries.
 
 `stored_messages` is the only bridge from the database to the pure projection;
-`record_data` is the API's view of the same rows.
+`shapes.record_data` is the API's view of the same rows.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from django.db.models import (
 from django.db.models.functions import Substr
 
 from conversations.core import list_status, live_sources, markdown, preview, replay
-from conversations.core.blocks import BlockKind, kind_of
+from conversations.core.blocks import BlockKind
 from conversations.core.search import INDEXED_CHARS, block_text, parse_query, snippet
 from conversations.record.models import (
     Block,
@@ -476,71 +476,6 @@ def block_value(row: BlockRow | Block | PreviewBlock) -> replay.Block:
             assert_never(kind)
 
 
-def block_data(row: BlockRow | Block) -> dict[str, Any]:
-    """A block as the API shows it: its seq, its type and the fields it was stored with
-    (its `origin` only when it has one)."""
-    data = _block_fields(row)
-    if row.origin is not None:
-        data["origin"] = row.origin
-    return data
-
-
-def _block_fields(row: BlockRow | Block) -> dict[str, Any]:
-    value = block_value(row)
-    head: dict[str, Any] = {"seq": row.seq, "type": kind_of(value)}
-    match value:
-        case replay.TextBlock() | replay.ReasoningBlock():
-            return head | {"text": value.text}
-        case replay.ToolUseBlock():
-            return head | {
-                "id": value.id,
-                "name": value.name,
-                "input": orjson.Fragment(value.input_json),
-            }
-        case replay.ToolResultBlock():
-            return head | {
-                "tool_use_id": value.tool_use_id,
-                "name": value.name,
-                "content": value.content,
-                "is_error": value.is_error,
-            }
-        case replay.ImageBlock():
-            return head | {"media_type": value.media_type, "data": value.data}
-        case _:
-            assert_never(value)
-
-
-def conversation_data(conversation: Conversation, *, url: str) -> dict[str, Any]:
-    return {
-        "id": str(conversation.id),
-        "title": conversation.title,
-        "metadata": conversation.metadata,
-        "message_count": conversation.message_count,
-        "created_at": conversation.created_at,
-        "updated_at": conversation.updated_at,
-        "url": url,
-    }
-
-
-def message_data(row: MessageRow | Message, blocks: Iterable[BlockRow | Block]) -> dict[str, Any]:
-    return {
-        "seq": row.seq,
-        "role": row.role,
-        "metadata": row.metadata,
-        "created_at": row.created_at,
-        "blocks": [block_data(block) for block in blocks],
-    }
-
-
-def record_data(conversation: Conversation, *, url: str) -> dict[str, Any]:
-    """The whole record, unpaginated and deterministic; its messages are those its
-    `message_count` counts, however many were appended since `conversation` was read."""
-    data = conversation_data(conversation, url=url)
-    rows = message_rows(conversation, stop=conversation.message_count)
-    data["messages"] = [message_data(row, row.blocks) for row in rows]
-    return data
-
-
 def replay_payload(
     conversation: Conversation, *, vision: bool, shape: replay.Shape, stop: int | None = None
 ) -> replay.Payload:
@@ -646,23 +581,6 @@ def share_by_id(share_id: int) -> ShareLink | None:
 def share_list(conversation: Conversation) -> list[ShareLink]:
     """A conversation's links, newest first (bounded: a link is made by hand)."""
     return list(ShareLink.objects.filter(conversation=conversation).order_by("-created_at", "-id"))
-
-
-def share_data(link: ShareLink) -> dict[str, Any]:
-    """A link as the API lists it: its scope, expiry and views, never its token."""
-    return {
-        "id": link.pk,
-        "conversation_id": str(link.conversation_id),
-        "up_to_seq": link.up_to_seq,
-        "vision": link.vision,
-        "shape": link.shape or None,
-        "images": link.images,
-        "created_at": link.created_at,
-        "expires_at": link.expires_at,
-        "revoked_at": link.revoked_at,
-        "view_count": link.view_count,
-        "last_viewed_at": link.last_viewed_at,
-    }
 
 
 def block_total_through(conversation: Conversation, last_seq: int) -> int:

@@ -1,0 +1,271 @@
+"""Appending messages and blocks, whole or not at all, through one path (`_append`): tool
+names resolved, the conversation's list state kept, broadcast on commit."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, assert_never, cast
+
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from conversations.core import list_status, replay
+from conversations.core.blocks import BlockKind, kind_named, tool_side
+from conversations.record import events
+from conversations.record.models import Block, BlockType, Conversation, Message, Role
+from conversations.record.schemas import (
+    BlockIn,
+    ImageIn,
+    MessageIn,
+    ReasoningIn,
+    TextIn,
+    ToolResultIn,
+    ToolUseIn,
+    image_size,
+)
+from conversations.record.services.conversations import _lock
+from conversations.record.services.errors import IngestError
+from conversations.record.services.inserts import _bulk_insert
+from conversations.record.services.search_entries import _insert_search_entries, _search_entries
+
+UNKNOWN_TOOL = "unknown"
+
+
+def message_append(
+    *,
+    conversation: Conversation,
+    role: str,
+    blocks: Sequence[BlockIn],
+    metadata: dict[str, Any] | None = None,
+) -> tuple[Message, list[Block]]:
+    """Append a message and its blocks, whole or not at all: `messages_append` of one.
+
+    Broadcasts conversation.message_added on commit.
+    """
+    if role not in Role.values:
+        raise IngestError("role", f"{role!r} is not one of {', '.join(Role.values)}")
+    _check_images(role, blocks, "blocks")
+    [(message, rows)] = _append(conversation, [(role, blocks, metadata or {})])
+    return message, rows
+
+
+def messages_append(
+    *, conversation: Conversation, messages: Sequence[MessageIn]
+) -> list[tuple[Message, list[Block]]]:
+    """Append many messages with their blocks in one transaction, whole or not at all.
+
+    Bulk inserts (statements bounded by the database's parameter limit, not one per row);
+    tool_result names resolve across the batch as they would one message at a time.
+    Broadcasts ONE conversation.message_added, for the last message, on commit.
+    """
+    if not messages:
+        raise IngestError("messages", "must hold at least one message")
+    for index, message in enumerate(messages):
+        _check_images(message.role, message.blocks, f"messages[{index}].blocks")
+    return _append(conversation, [(m.role, m.blocks, m.metadata) for m in messages])
+
+
+def _append(
+    conversation: Conversation,
+    messages: Sequence[tuple[str, Sequence[BlockIn], dict[str, Any]]],
+) -> list[tuple[Message, list[Block]]]:
+    """The one append path: lock, insert messages then blocks in bulk, count, announce.
+
+    The conversation row is locked, so `seq` stays dense under concurrent writers.
+    """
+    with transaction.atomic():
+        locked = _lock(conversation)
+        first = locked.message_count
+        names = _resolve_names(
+            locked,
+            [block for _, blocks, _ in messages for block in blocks],
+            up_to_message_seq=first - 1,
+        )
+        now = timezone.now()
+        stored = [
+            Message(
+                conversation=locked,
+                seq=first + index,
+                role=role,
+                block_count=len(blocks),
+                metadata=metadata,
+                created_at=now,
+            )
+            for index, (role, blocks, metadata) in enumerate(messages)
+        ]
+        _bulk_insert(Message, stored)
+        rows: list[list[Block]] = []
+        next_name = iter(names)
+        for message, (_, blocks, _) in zip(stored, messages, strict=True):
+            rows.append(
+                [_row(message, seq, block, next(next_name)) for seq, block in enumerate(blocks)]
+            )
+        _bulk_insert(Block, [row for message_rows in rows for row in message_rows])
+        _insert_search_entries(
+            locked,
+            [
+                entry
+                for message, message_rows in zip(stored, rows, strict=True)
+                for entry in _search_entries(message, message_rows)
+            ],
+        )
+        added_blocks = sum(len(blocks) for _, blocks, _ in messages)
+        # The list row's state: errors add up; the last message's open calls replace the
+        # previous last message's; the latest model named is kept.
+        errors = sum(1 for message_rows in rows for row in message_rows if row.is_error)
+        unanswered = len(list_status.open_calls((_kind(row), row.call_id) for row in rows[-1]))
+        model = list_status.latest_model(metadata for _, _, metadata in messages) or locked.model
+        _touch(
+            locked,
+            message_count=F("message_count") + len(stored),
+            block_count=F("block_count") + added_blocks,
+            error_count=F("error_count") + errors,
+            unanswered_calls=unanswered,
+            model=model,
+        )
+        conversation.message_count = first + len(stored)
+        conversation.block_count = locked.block_count + added_blocks
+        conversation.error_count = locked.error_count + errors
+        conversation.unanswered_calls = unanswered
+        conversation.model = model
+        last = stored[-1]
+        events.publish_on_commit(
+            {
+                "type": "conversation.message_added",
+                "conversation_id": str(locked.id),
+                "message_seq": last.seq,
+                "block_count": last.block_count,
+            }
+        )
+    return list(zip(stored, rows, strict=True))
+
+
+def block_append(*, message: Message, block: BlockIn) -> Block:
+    """Append one block at the end of a message; broadcasts conversation.block_added on commit."""
+    _check_images(message.role, [block], "block")
+    with transaction.atomic():
+        locked = _lock(message.conversation)
+        # The conversation lock serialises appends, so this count is current.
+        current = Message.objects.get(pk=message.pk)
+        names = _resolve_names(locked, [block], up_to_message_seq=current.seq)
+        row = _row(current, current.block_count, block, names[0])
+        changes: dict[str, Any] = {"block_count": F("block_count") + 1}
+        if row.is_error:
+            changes["error_count"] = F("error_count") + 1
+        if current.seq == locked.message_count - 1 and tool_side(kind_named(row.type)) is not None:
+            # Only the last message's calls count; only this call's id can change.
+            change = _open_change(current, row)
+            if change:
+                changes["unanswered_calls"] = F("unanswered_calls") + change
+        row.save(force_insert=True)
+        _insert_search_entries(locked, _search_entries(current, [row]))
+        Message.objects.filter(pk=current.pk).update(block_count=F("block_count") + 1)
+        _touch(locked, **changes)
+        message.block_count = current.block_count + 1
+        events.publish_on_commit(
+            {
+                "type": "conversation.block_added",
+                "conversation_id": str(locked.id),
+                "message_seq": current.seq,
+                "block_seq": row.seq,
+            }
+        )
+    return row
+
+
+def _kind(row: Block) -> BlockKind:
+    return cast(BlockKind, row.type)
+
+
+def _open_change(message: Message, row: Block) -> int:
+    """How a new block `row` (not yet saved) changes the number of `message`'s open calls:
+    +1, -1 or 0. Reads only the message's blocks with the same call id (an indexed column)."""
+    earlier = (
+        Block.objects.filter(message=message, call_id=row.call_id)
+        .order_by("seq")
+        .values_list("type", flat=True)
+    )
+    before = list_status.open_calls((cast(BlockKind, kind), row.call_id) for kind in earlier)
+    after = list_status.open_calls([(_kind(row), row.call_id)], already=before)
+    return int(row.call_id in after) - int(row.call_id in before)
+
+
+def _touch(conversation: Conversation, **changes: Any) -> None:
+    Conversation.objects.filter(pk=conversation.pk).update(updated_at=timezone.now(), **changes)
+
+
+def _check_images(role: str, blocks: Iterable[BlockIn], field: str) -> None:
+    """Images only in user messages; `field` is the blocks' list (`…blocks`) or `block`."""
+    if role == Role.USER:
+        return
+    for index, block in enumerate(blocks):
+        if isinstance(block, ImageIn):
+            where = field if field == "block" else f"{field}[{index}]"
+            raise IngestError(where, f"images may only be in user messages, not {role}")
+
+
+def _resolve_names(
+    conversation: Conversation, blocks: Sequence[BlockIn], *, up_to_message_seq: int
+) -> list[str]:
+    """The stored name of each block's tool: a result without one takes the name of the
+    latest earlier tool_use with its id in the conversation, else `unknown`."""
+    wanted: set[str] = set()
+    called: set[str] = set()  # ids a tool_use earlier in `blocks` already names
+    for block in blocks:
+        if isinstance(block, ToolUseIn):
+            called.add(block.id)
+        elif (
+            isinstance(block, ToolResultIn)
+            and block.name is None
+            and block.tool_use_id not in called
+        ):
+            wanted.add(block.tool_use_id)
+    known: dict[str, str] = {}
+    ordered = sorted(wanted)
+    # One query unless the ids outgrow the database's parameter limit (SQLite's real one).
+    limit = connection.features.max_query_params
+    chunk = max(1, limit - 10) if limit else max(1, len(ordered))
+    for start in range(0, len(ordered), chunk):
+        earlier = (
+            Block.objects.filter(
+                message__conversation=conversation,
+                message__seq__lte=up_to_message_seq,
+                type=BlockType.TOOL_USE,
+                call_id__in=ordered[start : start + chunk],
+            )
+            .order_by("message__seq", "seq")
+            .values_list("call_id", "name")
+        )
+        known.update(earlier)  # later rows overwrite earlier ones: the latest wins
+    names: list[str] = []
+    for block in blocks:
+        if isinstance(block, ToolUseIn):
+            known[block.id] = block.name
+            names.append(block.name)
+        elif isinstance(block, ToolResultIn):
+            names.append(block.name or known.get(block.tool_use_id, UNKNOWN_TOOL))
+        else:
+            names.append("")
+    return names
+
+
+def _row(message: Message, seq: int, block: BlockIn, name: str) -> Block:
+    row = Block(message=message, seq=seq, type=block.type, name=name, origin=block.origin)
+    match block:
+        case TextIn(text=text) | ReasoningIn(text=text):
+            row.text = text
+        case ToolUseIn(id=call_id, input=value):
+            row.call_id = call_id
+            row.input_json = replay.tool_input_json(value)
+        case ToolResultIn(tool_use_id=call_id, content=content, is_error=is_error):
+            row.call_id = call_id
+            row.text = content
+            row.is_error = is_error
+        case ImageIn(media_type=media_type, data=data):
+            row.media_type = media_type
+            row.data = data
+            row.width, row.height = image_size(data, media_type)
+        case _:
+            assert_never(block)
+    return row
