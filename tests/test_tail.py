@@ -6,14 +6,16 @@ itself, killed and restarted, is in test_tail_process.py and the browser test.""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
 import orjson
 import pytest
+from django.core.management import CommandError, call_command
 
 from conversations.core.importers import claude_code
-from conversations.record.file_follower import Tail
+from conversations.record.file_follower import FileFollower, Tail
 from conversations.record.models import Conversation, Message, TailCursor
 from tests.taildata import (
     COMPACT,
@@ -317,3 +319,23 @@ def test_old_sessions_are_read_and_let_go_of(tmp_path):
     append(active, lines(COMPACT)[0])  # it comes back to life: followed again
     tail.poll()
     assert tail.followers[active].handle is not None
+
+
+@pytest.mark.django_db
+def test_a_fifo_put_where_a_followed_file_was_is_not_opened(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    os.mkfifo(path)
+    follower = FileFollower(path)
+    polled: list[int] = []
+    worker = threading.Thread(target=lambda: polled.append(follower.poll()), daemon=True)
+    worker.start()
+    worker.join(2)
+    assert not worker.is_alive(), "poll blocked opening a FIFO"
+    assert polled == [0] and follower.handle is None
+
+
+def test_tail_refuses_a_path_that_is_no_file_or_folder(tmp_path: Path) -> None:
+    fifo = tmp_path / "s.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(CommandError, match="neither a directory nor a regular file"):
+        call_command("tail", str(fifo), "--once")

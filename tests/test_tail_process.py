@@ -82,3 +82,21 @@ def test_once_stores_what_is_there_and_stops(project):
     assert stored_equals_import(session, REJECTED)
     call_command("tail", str(project), "--once")  # again: nothing new, nothing twice
     assert stored_equals_import(session, REJECTED)
+
+
+def test_a_fifo_in_the_followed_folder_neither_blocks_following_nor_sigterm(project, tmp_path):
+    # Any process that can write into the agents' folder could stop live following by
+    # leaving a FIFO named like a session: a plain open() waits for a writer forever.
+    os.mkfifo(project / "trap.jsonl")
+    session = project / "s.jsonl"
+    append(session, b"".join(lines(REJECTED)))
+    process = TailProcess(project.parent, tmp_path / "tail.log")
+    process.start()
+    try:
+        eventually(lambda: stored_equals_import(session, REJECTED), "the session beside a FIFO")
+        started = time.monotonic()
+        assert process.stop() == 0
+        assert time.monotonic() - started < 2.0
+    finally:
+        process.stop()
+    assert "trap.jsonl" not in (tmp_path / "tail.log").read_text()

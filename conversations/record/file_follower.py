@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -119,6 +120,8 @@ class FileFollower:
             status = os.stat(self.path)
         except FileNotFoundError:
             return self._drain_and_close()  # removed or being rotated: finish what we had
+        if not stat.S_ISREG(status.st_mode):
+            return self._drain_and_close()  # a FIFO or device in its place: never opened
         stored = 0
         if self.handle is not None and os.fstat(self.handle.fileno()).st_ino != status.st_ino:
             stored += self._drain_and_close()  # rotated: the old file's last lines first
@@ -129,7 +132,9 @@ class FileFollower:
                 self.close()  # a folder of old sessions must not hold a descriptor each
             return stored
         if self.handle is None:
-            self.handle = open(self.path, "rb")  # noqa: SIM115  (kept open while active)
+            self.handle = open_regular(self.path)
+            if self.handle is None:
+                return stored
         self.seen = seen
         stored += self._read()
         if idle:
@@ -317,6 +322,20 @@ def _parent_session(path: Path) -> Path | None:
     return path.parent.parent.with_suffix(".jsonl")
 
 
+def open_regular(path: Path) -> IO[bytes] | None:
+    """`path` opened for reading if it is a regular file, else None. Never blocks: a FIFO
+    swapped in after the stat would hang a plain `open()` until a writer came, and with it
+    every other file followed and the handling of SIGTERM."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb")
+
+
 class Tail:
     """Follows a file, or every session file under a directory (new ones as they appear)."""
 
@@ -328,7 +347,9 @@ class Tail:
     def files(self) -> list[Path]:
         if self.root.is_dir():
             # Shallower first: a session's file before its subagents', so they can link.
-            return sorted(self.root.rglob(PATTERN), key=lambda p: (len(p.parts), str(p)))
+            # Regular files only (is_file follows links): a FIFO is never followed.
+            found = (p for p in self.root.rglob(PATTERN) if p.is_file())
+            return sorted(found, key=lambda p: (len(p.parts), str(p)))
         return [self.root]
 
     def discover(self) -> list[Path]:

@@ -34,6 +34,8 @@ class Command(BaseCommand):
         root = Path(path).expanduser()
         if not root.exists():
             raise CommandError(f"{root} does not exist.")
+        if not root.is_dir() and not root.is_file():
+            raise CommandError(f"{root} is neither a directory nor a regular file.")
         logging.basicConfig(level=logging.INFO, format="tail: %(message)s")
         layer = settings.CHANNEL_LAYERS["default"]["BACKEND"]
         if not once and "InMemory" in layer:
