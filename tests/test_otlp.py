@@ -306,17 +306,19 @@ def test_a_diverging_history_is_rejected_as_a_partial_success(token):
 
 
 def test_a_span_with_unstorable_content_is_rejected_and_the_others_stored(token):
-    bad_image = {
-        "role": "user",
-        "parts": [{"type": "blob", "modality": "image", "mime_type": "image/png", "content": "x"}],
-    }
-    bad = span(genai_attributes([bad_image], None, conversation="bad"))
+    # A text no record can hold (a lone surrogate); an invalid image is a gap instead
+    # (test_an_invalid_inline_image_is_a_gap_and_the_rest_of_the_span_is_stored).
+    attributes = genai_attributes([user("x")], None, conversation="bad")
+    attributes["gen_ai.input.messages"] = (
+        '[{"role":"user","parts":[{"type":"text","content":"\\ud800"}]}]'
+    )
+    bad = span(attributes)
     good = span(genai_attributes([user("fine")], None, conversation="good"), start=2)
     malformed = span({"gen_ai.input.messages": "[{"}, start=3)
     response = post(request(bad, good, malformed).SerializeToString(), token)
     partial = answer(response).partial_success
     assert partial.rejected_spans == 2
-    assert "not valid base64" in partial.error_message
+    assert "surrogate" in partial.error_message
     assert "gen_ai.input.messages" in partial.error_message
     assert not TraceConversation.objects.filter(key="bad").exists()
     assert stored("good")[-1] == ("user", ["fine"])
@@ -371,3 +373,35 @@ def test_parts_without_a_kind_of_their_own_are_gaps_of_the_conversation(token):
     assert (gap["kind"], gap["message"], gap["block"]) == ("image", 3, 0)
     assert gap["detail"] == "https://example.com/cat.png"
     assert "not stored" in conversation.messages.get(seq=3).blocks.get().text
+
+
+# --- each span stored or rejected on its own (docs/contract.md §6 rule 3) ----------------
+
+
+def test_a_bad_span_between_good_ones_is_rejected_alone_and_logged(token, caplog):
+    good = [one_turn(f"conv-{n}").resource_spans[0].scope_spans[0].spans[0] for n in (1, 3)]
+    bad = span({"gen_ai.conversation.id": "conv-2", "gen_ai.input.messages": "[" * 5000})
+    with caplog.at_level("WARNING", logger="conversations.api.otlp"):
+        response = post(request(good[0], bad, good[1]).SerializeToString(), token)
+    assert response.status_code == 200
+    assert response["Content-Type"] == PROTOBUF
+    partial = answer(response).partial_success
+    assert partial.rejected_spans == 1 and "deeper than 64" in partial.error_message
+    assert [len(stored(f"conv-{n}")) for n in (1, 3)] == [3, 3]
+    assert not TraceConversation.objects.filter(key="conv-2").exists()
+    assert any("not stored" in r.getMessage() for r in caplog.records)
+
+
+def test_an_invalid_inline_image_is_a_gap_and_the_rest_of_the_span_is_stored(token):
+    picture = {"type": "blob", "modality": "image", "mime_type": "image/png", "content": "!!"}
+    turn = {"role": "user", "parts": [{"type": "text", "content": "Look:"}, picture]}
+    attributes = genai_attributes([turn], [assistant("A cat.")], conversation="pic")
+    response = post(request(span(attributes)).SerializeToString(), token)
+    assert response.status_code == 200
+    assert not answer(response).HasField("partial_success")
+    (system, looked, answered) = stored("pic")
+    assert looked[1][0] == "Look:" and looked[1][1].startswith("[image (image/png): not stored")
+    assert answered == ("assistant", ["A cat."])
+    conversation = TraceConversation.objects.get(key="pic").conversation
+    (gap,) = conversation.metadata["gaps"]
+    assert (gap["kind"], gap["message"], gap["block"]) == ("image", 1, 1)

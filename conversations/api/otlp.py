@@ -9,6 +9,7 @@ in the request's content type, whose `partial_success` names the spans not store
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.conf import settings
@@ -19,12 +20,14 @@ from conversations.api.decorators import api
 from conversations.api.errors import ApiError, too_big
 from conversations.core import live_sources, otlp
 from conversations.core.importers import otel_genai
-from conversations.core.importers.common import ImportFormatError
+from conversations.core.importers.common import ImportedMessage, ImportFormatError
 from conversations.record import services
 
 # google.rpc.Code values for the Status body of a failed export.
 RPC_CODES = {400: 3, 401: 16, 404: 5, 405: 12, 413: 8, 415: 3}
 SHOWN_REJECTIONS = 5  # how many rejected spans the error message names
+
+log = logging.getLogger(__name__)
 
 
 def _encoding(request: HttpRequest) -> otlp.Encoding:
@@ -66,8 +69,13 @@ def traces(request: HttpRequest) -> HttpResponse:
     spans, _total = otlp.genai_spans(export)
     rejected: list[str] = []
     for span in spans:
-        problem = _store(span)
+        try:
+            problem = _store(span)
+        except Exception:  # exporters do not retry a 500: it would lose the spans after it
+            log.exception("POST /v1/traces: span %s failed", span.span_id)
+            problem = "it could not be stored (an internal error, logged)"
         if problem is not None:
+            log.warning("POST /v1/traces: span %s not stored: %s", span.span_id, problem)
             rejected.append(f"span {span.span_id}: {problem}")
     message = "; ".join(rejected[:SHOWN_REJECTIONS])
     if len(rejected) > SHOWN_REJECTIONS:
@@ -84,25 +92,21 @@ def _store(span: otlp.GenAISpan) -> str | None:
         imported = otel_genai.messages(
             span.system_instructions, span.input_messages, span.output_messages
         )
-        gaps: dict[int, list[dict[str, Any]]] = {}
+        placed: dict[int, list[dict[str, Any]]] = {}
         for gap in imported.gaps:
             if gap.message is not None:
-                placed = gap.as_json()
-                del placed["message"]
-                gaps.setdefault(gap.message, []).append(placed)
-        messages = [
-            services.TracedMessage(
-                message=services.message_in(
-                    message.role,
-                    message.blocks,
-                    _metadata(span, message.role, message.metadata),
-                    f"messages[{index}]",
-                ),
-                fingerprint=live_sources.fingerprint(message.role, message.blocks),
-                gaps=tuple(gaps.get(index, ())),
+                placed.setdefault(gap.message, []).append(gap.as_json())
+        messages = []
+        for index, message in enumerate(imported.messages):
+            metadata = _metadata(span, message.role, message.metadata)
+            checked, invalid = services.message_validated(
+                ImportedMessage(message.role, message.blocks, metadata), index, f"messages[{index}]"
             )
-            for index, message in enumerate(imported.messages)
-        ]
+            gaps = [*placed.get(index, ()), *invalid]
+            for gap in gaps:
+                del gap["message"]  # placed at its seq once the continuation is known
+            fingerprint = live_sources.fingerprint(message.role, message.blocks)
+            messages.append(services.TracedMessage(checked, fingerprint, tuple(gaps)))
     except ImportFormatError as exc:
         return str(exc)
     except services.IngestError as exc:

@@ -49,6 +49,7 @@ from conversations.record.services.imports import (
     conversation_import,
     gc_paused,
     import_find,
+    message_validated,
     transcript_import,
 )
 from conversations.record.services.sharing import (
@@ -86,6 +87,7 @@ __all__ = [
     "import_find",
     "message_append",
     "message_in",
+    "message_validated",
     "messages_append",
     "path_digest",
     "share_create",

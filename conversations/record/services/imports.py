@@ -155,33 +155,45 @@ def _prepared(imported: importers.Imported) -> tuple[list[MessageIn], list[dict[
     gaps = [gap.as_json() for gap in imported.gaps]
     messages: list[MessageIn] = []
     for index, message in enumerate(imported.messages):
-        blocks: list[BlockIn] = []
-        for seq, block in enumerate(message.blocks):
-            where = f"{message.metadata.get('source', f'message {index}')}, block {seq}"
-            try:
-                blocks.append(BLOCK_ADAPTER.validate_python(block))
-            except ValidationError as exc:
-                if block.get("type") != "image":
-                    raise IngestError(where, error_sentence(exc)) from None
-                problem = error_sentence(exc).split(": ", 1)[-1]
-                media_type = str(block.get("media_type"))
-                text = f"[image ({media_type}): not stored — {problem}]"
-                origin = {"type": "image", "media_type": media_type, "problem": problem}
-                blocks.append(TextIn(type="text", text=text, origin=origin))
-                gaps.append(
-                    {
-                        "kind": "image",
-                        "detail": f"{media_type}, {problem}",
-                        "where": where,
-                        "message": index,
-                        "block": seq,
-                    }
-                )
-        try:
-            messages.append(MessageIn(role=message.role, blocks=blocks, metadata=message.metadata))
-        except ValidationError as exc:
-            raise IngestError(f"message {index}", error_sentence(exc)) from None
+        where = str(message.metadata.get("source", f"message {index}"))
+        checked, added = message_validated(message, index, where)
+        messages.append(checked)
+        gaps.extend(added)
     return messages, gaps
+
+
+def message_validated(
+    message: importers.ImportedMessage, index: int, where: str
+) -> tuple[MessageIn, list[dict[str, Any]]]:
+    """One imported message validated as at ingest (docs/contract.md §6 rule 3): an image
+    the record refuses becomes a `[image (…): not stored — why]` text block and a gap
+    (placed at `index`); anything else refused is an IngestError naming `where`."""
+    blocks: list[BlockIn] = []
+    gaps: list[dict[str, Any]] = []
+    for seq, block in enumerate(message.blocks):
+        try:
+            blocks.append(BLOCK_ADAPTER.validate_python(block))
+        except ValidationError as exc:
+            if block.get("type") != "image":
+                raise IngestError(f"{where}, block {seq}", error_sentence(exc)) from None
+            problem = error_sentence(exc).split(": ", 1)[-1]
+            media_type = str(block.get("media_type"))
+            text = f"[image ({media_type}): not stored — {problem}]"
+            origin = {"type": "image", "media_type": media_type, "problem": problem}
+            blocks.append(TextIn(type="text", text=text, origin=origin))
+            gaps.append(
+                {
+                    "kind": "image",
+                    "detail": f"{media_type}, {problem}",
+                    "where": f"{where}, block {seq}",
+                    "message": index,
+                    "block": seq,
+                }
+            )
+    try:
+        return MessageIn(role=message.role, blocks=blocks, metadata=message.metadata), gaps
+    except ValidationError as exc:
+        raise IngestError(f"message {index}", error_sentence(exc)) from None
 
 
 def _store(
