@@ -1,5 +1,6 @@
 """Vendored assets (issue 3, "Assets"): htmx and its WebSocket extension are files in static/
-at pinned versions recorded with their SHA-256, loaded by base.html, never from a CDN."""
+at pinned versions recorded with their SHA-256, loaded by base.html, never from a CDN. Our
+page scripts are ES modules (issue 15) whose imports survive collectstatic's hashing."""
 
 from __future__ import annotations
 
