@@ -265,13 +265,15 @@ USE_TZ = True
 STATIC_URL = "/static/"
 STATIC_ROOT = Path(os.environ.get("REPLAY_STATIC_ROOT", "").strip() or BASE_DIR / "staticfiles")
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# In production static files are named by content hash; the page scripts are ES modules
+# that import each other, so their imports are rewritten to the hashed names too.
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
         "BACKEND": (
             "django.contrib.staticfiles.storage.StaticFilesStorage"
             if DEBUG
-            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            else "replaysite.static_storage.ModuleManifestStaticFilesStorage"
         )
     },
 }

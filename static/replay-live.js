@@ -3,289 +3,292 @@
 // - on every (re)connect the page reports what it holds, and the server sends the rest;
 // - each fragment carries its position (message seq, block count), so nothing is applied twice
 //   and nothing goes backwards; new messages are inserted in seq order at once.
-(function () {
-  "use strict";
-  var htmx = window.htmx;
-  if (!htmx) { return; }
+// An ES module, run after htmx and its ws extension (classic deferred scripts placed before
+// it in base.html), and before htmx processes the page at DOMContentLoaded: every handler
+// below is registered before the first socket opens.
+import { box as messagesBox, held as heldMessages, seqOf } from "./replay-shared.js";
+import { trim } from "./replay-windows.js";
 
-  // The extension reconnects (with full-jitter backoff) only on 1006/1011/1012/1013. daphne
-  // closes timed-out sockets with 1000 and a restarting server says 1001: report every close
-  // as abnormal so the extension retries, except the server's final answers (4400-4499:
-  // bad toggles, signed out, no permission, deleted, too many sockets), which are passed on
-  // as they are, so the extension stops and the page says why.
-  htmx.createWebSocket = function (url) {
-    var socket = new WebSocket(url, []);
-    socket.binaryType = htmx.config.wsBinaryType || "blob";
-    var onclose = null;
-    Object.defineProperty(socket, "onclose", {
-      configurable: true,
-      get: function () { return onclose; },
-      set: function (handler) { onclose = handler; }
-    });
-    socket.addEventListener("close", function (event) {
-      if (onclose) {
-        onclose.call(socket, {
-          type: "close", code: isFinal(event.code) ? event.code : 1006,
-          originalCode: event.code, reason: event.reason, wasClean: event.wasClean
-        });
-      }
-    });
-    return socket;
-  };
+const htmx = window.htmx;
 
-  function isFinal(code) { return code >= 4400 && code <= 4499; }
-
-  // Why the server stopped this page's live updates; [sentence, offers the sign-in page].
-  var FINAL = {
-    4400: ["Live updates stopped: this page's options are not valid. Reload it without them.", false],
-    4401: ["Live updates stopped: you are signed out.", true],
-    4403: ["Live updates stopped: this account may not view conversations.", true],
-    4404: ["This conversation was deleted (or never existed); live updates stopped.", false],
-    4410: ["This share link was revoked or has expired; live updates stopped.", false],
-    4429: ["Live updates stopped: this account has too many live pages open. " +
-      "Close some, then reload this one.", false]
-  };
-
-  function explain(code) {
-    var notice = document.getElementById("live-notice");
-    var known = FINAL[code] || ["Live updates stopped (code " + code + ").", false];
-    setStatus("stopped");
-    if (!notice) { return; }
-    notice.textContent = known[0];
-    notice.setAttribute("data-code", String(code));
-    if (known[1]) {
-      var link = document.createElement("a");
-      var next = window.location.pathname + window.location.search + window.location.hash;
-      link.href = notice.getAttribute("data-login-url") + "?next=" + encodeURIComponent(next);
-      link.textContent = "Sign in";
-      link.className = "sign-in";
-      notice.appendChild(document.createTextNode(" "));
-      notice.appendChild(link);
+// The one place that leans on the ws extension's internals (htmx-ext-ws 2.0.4, see
+// static/vendor): the extension reconnects (with full-jitter backoff) only when its
+// `socket.onclose` handler sees 1006/1011/1012/1013, and offers no setting for that list.
+// daphne closes timed-out sockets with 1000 and a restarting server says 1001: through the
+// extension's documented socket factory (`htmx.createWebSocket`), the handler the
+// extension assigns is intercepted and every close is reported as abnormal so the
+// extension retries, except the server's final answers (4400-4499: bad toggles, signed
+// out, no permission, deleted, too many sockets), passed on as they are, so the extension
+// stops and the page says why. An htmx upgrade that changes this fails
+// tests/browser/test_live.py (every close code reconnects), test_live_closes.py and
+// test_share.py (final closes stop) and the source check in tests/test_assets.py.
+function retryingSocket(url) {
+  const socket = new WebSocket(url, []);
+  socket.binaryType = htmx.config.wsBinaryType || "blob";
+  let onclose = null;
+  Object.defineProperty(socket, "onclose", {
+    configurable: true,
+    get: function () { return onclose; },
+    set: function (handler) { onclose = handler; }
+  });
+  socket.addEventListener("close", function (event) {
+    if (onclose) {
+      onclose.call(socket, {
+        type: "close", code: isFinal(event.code) ? event.code : 1006,
+        originalCode: event.code, reason: event.reason, wasClean: event.wasClean
+      });
     }
-    notice.hidden = false;
+  });
+  return socket;
+}
+
+htmx.createWebSocket = retryingSocket;
+
+function isFinal(code) { return code >= 4400 && code <= 4499; }
+
+// Why the server stopped this page's live updates; [sentence, offers the sign-in page].
+var FINAL = {
+  4400: ["Live updates stopped: this page's options are not valid. Reload it without them.", false],
+  4401: ["Live updates stopped: you are signed out.", true],
+  4403: ["Live updates stopped: this account may not view conversations.", true],
+  4404: ["This conversation was deleted (or never existed); live updates stopped.", false],
+  4410: ["This share link was revoked or has expired; live updates stopped.", false],
+  4429: ["Live updates stopped: this account has too many live pages open. " +
+    "Close some, then reload this one.", false]
+};
+
+function explain(code) {
+  var notice = document.getElementById("live-notice");
+  var known = FINAL[code] || ["Live updates stopped (code " + code + ").", false];
+  setStatus("stopped");
+  if (!notice) { return; }
+  notice.textContent = known[0];
+  notice.setAttribute("data-code", String(code));
+  if (known[1]) {
+    var link = document.createElement("a");
+    var next = window.location.pathname + window.location.search + window.location.hash;
+    link.href = notice.getAttribute("data-login-url") + "?next=" + encodeURIComponent(next);
+    link.textContent = "Sign in";
+    link.className = "sign-in";
+    notice.appendChild(document.createTextNode(" "));
+    notice.appendChild(link);
   }
+  notice.hidden = false;
+}
 
-  var opened = new WeakSet();  // socket elements that have been live at least once
-  var unseen = 0;  // new messages while scrolled up
-  var unseenBlocks = 0;  // new blocks of messages already shown, while scrolled up
-  var socket = null;  // the conversation socket's wrapper, to report positions on
-  var reloading = false;
+var opened = new WeakSet();  // socket elements that have been live at least once
+var unseen = 0;  // new messages while scrolled up
+var unseenBlocks = 0;  // new blocks of messages already shown, while scrolled up
+var socket = null;  // the conversation socket's wrapper, to report positions on
+var reloading = false;
 
-  function setStatus(state) {
-    var status = document.getElementById("live-status");
-    if (status) {
-      status.setAttribute("data-state", state);
-      status.textContent = state;
-    }
+function setStatus(state) {
+  var status = document.getElementById("live-status");
+  if (status) {
+    status.setAttribute("data-state", state);
+    status.textContent = state;
   }
+}
 
-  function messagesBox() { return document.getElementById("messages"); }
+function position() {
+  var held = heldMessages();
+  var earlier = document.getElementById("earlier");
+  var first = held.length ? seqOf(held[0]) : 0;
+  if (!held.length && earlier) { first = 0; }
+  var counts = [];
+  held.forEach(function (m) {
+    var seq = seqOf(m);
+    while (first + counts.length < seq) { counts.push(-1); }  // a hole: ask for it
+    counts.push(parseInt(m.getAttribute("data-blocks"), 10));
+  });
+  // A window away from the end ("Load later" shown) wants no later messages.
+  return { type: "resume", from: first, counts: counts, tail: !document.getElementById("later") };
+}
 
-  function heldMessages() {
-    var box = messagesBox();
-    return box ? Array.prototype.slice.call(box.querySelectorAll(":scope > .message")) : [];
+function report() {
+  if (socket && messagesBox()) { socket.send(JSON.stringify(position())); }
+}
+
+function nearBottom() {
+  var doc = document.documentElement;
+  return window.innerHeight + window.scrollY >= doc.scrollHeight - 120;
+}
+
+function showPill() {
+  var pill = document.getElementById("new-messages");
+  if (!pill) { return; }
+  var said = [];
+  if (unseen) { said.push(unseen + (unseen === 1 ? " new message" : " new messages")); }
+  if (unseenBlocks) { said.push(unseenBlocks + (unseenBlocks === 1 ? " new block" : " new blocks")); }
+  pill.textContent = said.join(" · ");
+  pill.hidden = said.length === 0;
+}
+
+function followTail() {
+  unseen = 0;
+  unseenBlocks = 0;
+  showPill();
+  // Following a live tail: the far end goes beyond DOCUMENT messages (the server keeps
+  // the same span live for this socket).
+  trim("end");
+  window.scrollTo(0, document.documentElement.scrollHeight);
+}
+
+function reloadWindow(url) {
+  // More went by than frames carry: fetch the tail window over HTTP, then report it.
+  if (reloading || !messagesBox()) { return; }
+  reloading = true;
+  var follow = nearBottom();
+  htmx.ajax("GET", url, { target: "#messages", swap: "innerHTML" }).then(function () {
+    reloading = false;
+    if (follow) { followTail(); }
+  }, function () { reloading = false; });
+}
+
+// Applies one message fragment: "added" (a new message), a count of new blocks of a
+// message already shown, or 0 (nothing new).
+function applyMessage(node) {
+  var seq = seqOf(node);
+  var blocks = parseInt(node.getAttribute("data-blocks"), 10);
+  var existing = document.getElementById("m-" + seq);
+  if (existing) {
+    var had = parseInt(existing.getAttribute("data-blocks"), 10);
+    if (had >= blocks) { return 0; }
+    var wasCurrent = existing.classList.contains("current");
+    htmx.swap(existing, node.outerHTML, { swapStyle: "outerHTML" });
+    if (wasCurrent) { document.getElementById("m-" + seq).classList.add("current"); }
+    return blocks - had;
   }
-
-  function position() {
-    var held = heldMessages();
-    var earlier = document.getElementById("earlier");
-    var first = held.length ? parseInt(held[0].getAttribute("data-seq"), 10) : 0;
-    if (!held.length && earlier) { first = 0; }
-    var counts = [];
-    held.forEach(function (m) {
-      var seq = parseInt(m.getAttribute("data-seq"), 10);
-      while (first + counts.length < seq) { counts.push(-1); }  // a hole: ask for it
-      counts.push(parseInt(m.getAttribute("data-blocks"), 10));
-    });
-    // A window away from the end ("Load later" shown) wants no later messages.
-    return { type: "resume", from: first, counts: counts, tail: !document.getElementById("later") };
+  var held = heldMessages();
+  if (held.length && seq < seqOf(held[0])) {
+    return 0;  // before the loaded window: "Load earlier" will bring it
   }
-
-  function report() {
-    if (socket && messagesBox()) { socket.send(JSON.stringify(position())); }
+  if (held.length && document.getElementById("later") &&
+      seq > seqOf(held[held.length - 1])) {
+    return 0;  // after a window away from the end: "Load later" will bring it
   }
-
-  function nearBottom() {
-    var doc = document.documentElement;
-    return window.innerHeight + window.scrollY >= doc.scrollHeight - 120;
+  var next = null;
+  for (var i = 0; i < held.length; i++) {
+    if (seqOf(held[i]) > seq) { next = held[i]; break; }
   }
-
-  function showPill() {
-    var pill = document.getElementById("new-messages");
-    if (!pill) { return; }
-    var said = [];
-    if (unseen) { said.push(unseen + (unseen === 1 ? " new message" : " new messages")); }
-    if (unseenBlocks) { said.push(unseenBlocks + (unseenBlocks === 1 ? " new block" : " new blocks")); }
-    pill.textContent = said.join(" · ");
-    pill.hidden = said.length === 0;
+  if (next) {
+    htmx.swap(next, node.outerHTML, { swapStyle: "beforebegin" });
+  } else {
+    htmx.swap(messagesBox(), node.outerHTML, { swapStyle: "beforeend" });
   }
+  return "added";
+}
 
-  function followTail() {
+// A share link was revoked or expired (docs/contract.md §8): the page says so; its socket is closed.
+function applyShareNotice(node) {
+  var existing = document.getElementById("share-notice");
+  if (existing) { existing.replaceWith(node); }
+  if (node.getAttribute("data-state") !== "active") { setStatus("stopped"); }
+}
+
+function applyTotals(node) {
+  // #totals and #pressure: swapped in only when they count more than the page shows.
+  var totals = document.getElementById(node.id);
+  if (!totals) { return; }
+  var newer = parseInt(node.getAttribute("data-messages"), 10) >
+    parseInt(totals.getAttribute("data-messages"), 10) ||
+    parseInt(node.getAttribute("data-blocks"), 10) >
+    parseInt(totals.getAttribute("data-blocks"), 10);
+  if (newer) { htmx.swap(totals, node.outerHTML, { swapStyle: "outerHTML" }); }
+}
+
+function applyRow(node) {
+  var body = document.querySelector("#results tbody");
+  if (!body) { return; }
+  var existing = document.getElementById(node.id);
+  if (node.hasAttribute("data-removed")) {  // the conversation was deleted
+    if (existing) { existing.remove(); }
+    return;
+  }
+  if (existing) {
+    if (existing.getAttribute("data-updated") > node.getAttribute("data-updated")) { return; }
+    existing.remove();
+  }
+  var empty = document.querySelector("#results > p.empty");
+  if (empty) { empty.remove(); }
+  htmx.swap(body, node.outerHTML, { swapStyle: "afterbegin" });
+}
+
+document.addEventListener("htmx:wsConnecting", function (event) {
+  setStatus(opened.has(event.target) ? "reconnecting" : "connecting");
+});
+document.addEventListener("htmx:afterSwap", function (event) {
+  // A toggle swaps the whole conversation in: its pill starts from nothing.
+  if (event.target instanceof Element && event.target.id === "conversation") {
     unseen = 0;
     unseenBlocks = 0;
+  }
+});
+document.addEventListener("htmx:wsOpen", function (event) {
+  var reconnected = opened.has(event.target);
+  opened.add(event.target);
+  setStatus("live");
+  if (messagesBox()) {
+    socket = event.detail.socketWrapper;
+    reloading = false;
+    report();
+  } else if (reconnected && event.target.id === "results") {
+    // The list has no positions to report: after a gap, fetch it again (the fresh
+    // section brings its own socket).
+    htmx.ajax("GET", window.location.pathname + window.location.search,
+      { target: "#results", swap: "outerHTML" });
+  }
+});
+document.addEventListener("htmx:wsClose", function (event) {
+  var close = event.detail && event.detail.event;
+  var code = close ? (close.originalCode || close.code) : 0;
+  if (isFinal(code)) {
+    explain(code);
+    return;
+  }
+  setStatus(navigator.onLine === false ? "offline" : "reconnecting");
+});
+window.addEventListener("offline", function () { setStatus("offline"); });
+
+document.addEventListener("htmx:wsBeforeMessage", function (event) {
+  event.preventDefault();  // applied here, in order and at most once
+  var template = document.createElement("template");
+  template.innerHTML = event.detail.message;
+  var follow = nearBottom();
+  var added = 0;
+  var grown = 0;
+  Array.prototype.slice.call(template.content.children).forEach(function (node) {
+    if (node.classList.contains("message")) {
+      var applied = applyMessage(node);
+      if (applied === "added") { added += 1; } else { grown += applied; }
+    } else if (node.id === "totals" || node.id === "pressure") {
+      applyTotals(node);
+    } else if (node.classList.contains("row")) {
+      applyRow(node);
+    } else if (node.id === "reload-window") {
+      reloadWindow(node.getAttribute("data-url"));
+    } else if (node.id === "share-notice") {
+      applyShareNotice(node);
+    }
+  });
+  if (!added && !grown) { return; }
+  // At the bottom the page follows every change, new blocks included.
+  if (follow) {
+    followTail();
+  } else {
+    unseen += added;
+    unseenBlocks += grown;
     showPill();
-    // Following a live tail: the far end goes beyond DOCUMENT messages (the server keeps
-    // the same span live for this socket).
-    if (window.replayWindow) { window.replayWindow.trim("end"); }
-    window.scrollTo(0, document.documentElement.scrollHeight);
   }
+});
+// The page loaded, trimmed or reloaded a window: the socket keeps exactly that live.
+document.addEventListener("replay:window", report);
 
-  function reloadWindow(url) {
-    // More went by than frames carry: fetch the tail window over HTTP, then report it.
-    if (reloading || !messagesBox()) { return; }
-    reloading = true;
-    var follow = nearBottom();
-    htmx.ajax("GET", url, { target: "#messages", swap: "innerHTML" }).then(function () {
-      reloading = false;
-      if (follow) { followTail(); }
-    }, function () { reloading = false; });
+document.addEventListener("click", function (event) {
+  if (event.target instanceof Element && event.target.closest("#new-messages")) {
+    followTail();
   }
-
-  // Applies one message fragment: "added" (a new message), a count of new blocks of a
-  // message already shown, or 0 (nothing new).
-  function applyMessage(node) {
-    var seq = parseInt(node.getAttribute("data-seq"), 10);
-    var blocks = parseInt(node.getAttribute("data-blocks"), 10);
-    var existing = document.getElementById("m-" + seq);
-    if (existing) {
-      var had = parseInt(existing.getAttribute("data-blocks"), 10);
-      if (had >= blocks) { return 0; }
-      var wasCurrent = existing.classList.contains("current");
-      htmx.swap(existing, node.outerHTML, { swapStyle: "outerHTML" });
-      if (wasCurrent) { document.getElementById("m-" + seq).classList.add("current"); }
-      return blocks - had;
-    }
-    var held = heldMessages();
-    if (held.length && seq < parseInt(held[0].getAttribute("data-seq"), 10)) {
-      return 0;  // before the loaded window: "Load earlier" will bring it
-    }
-    if (held.length && document.getElementById("later") &&
-        seq > parseInt(held[held.length - 1].getAttribute("data-seq"), 10)) {
-      return 0;  // after a window away from the end: "Load later" will bring it
-    }
-    var next = null;
-    for (var i = 0; i < held.length; i++) {
-      if (parseInt(held[i].getAttribute("data-seq"), 10) > seq) { next = held[i]; break; }
-    }
-    if (next) {
-      htmx.swap(next, node.outerHTML, { swapStyle: "beforebegin" });
-    } else {
-      htmx.swap(messagesBox(), node.outerHTML, { swapStyle: "beforeend" });
-    }
-    return "added";
-  }
-
-  // A share link was revoked or expired (docs/contract.md §8): the page says so; its socket is closed.
-  function applyShareNotice(node) {
-    var existing = document.getElementById("share-notice");
-    if (existing) { existing.replaceWith(node); }
-    if (node.getAttribute("data-state") !== "active") { setStatus("stopped"); }
-  }
-
-  function applyTotals(node) {
-    // #totals and #pressure: swapped in only when they count more than the page shows.
-    var totals = document.getElementById(node.id);
-    if (!totals) { return; }
-    var newer = parseInt(node.getAttribute("data-messages"), 10) >
-      parseInt(totals.getAttribute("data-messages"), 10) ||
-      parseInt(node.getAttribute("data-blocks"), 10) >
-      parseInt(totals.getAttribute("data-blocks"), 10);
-    if (newer) { htmx.swap(totals, node.outerHTML, { swapStyle: "outerHTML" }); }
-  }
-
-  function applyRow(node) {
-    var body = document.querySelector("#results tbody");
-    if (!body) { return; }
-    var existing = document.getElementById(node.id);
-    if (node.hasAttribute("data-removed")) {  // the conversation was deleted
-      if (existing) { existing.remove(); }
-      return;
-    }
-    if (existing) {
-      if (existing.getAttribute("data-updated") > node.getAttribute("data-updated")) { return; }
-      existing.remove();
-    }
-    var empty = document.querySelector("#results > p.empty");
-    if (empty) { empty.remove(); }
-    htmx.swap(body, node.outerHTML, { swapStyle: "afterbegin" });
-  }
-
-  document.addEventListener("htmx:wsConnecting", function (event) {
-    setStatus(opened.has(event.target) ? "reconnecting" : "connecting");
-  });
-  document.addEventListener("htmx:afterSwap", function (event) {
-    // A toggle swaps the whole conversation in: its pill starts from nothing.
-    if (event.target instanceof Element && event.target.id === "conversation") {
-      unseen = 0;
-      unseenBlocks = 0;
-    }
-  });
-  document.addEventListener("htmx:wsOpen", function (event) {
-    var reconnected = opened.has(event.target);
-    opened.add(event.target);
-    setStatus("live");
-    if (messagesBox()) {
-      socket = event.detail.socketWrapper;
-      reloading = false;
-      report();
-    } else if (reconnected && event.target.id === "results") {
-      // The list has no positions to report: after a gap, fetch it again (the fresh
-      // section brings its own socket).
-      htmx.ajax("GET", window.location.pathname + window.location.search,
-        { target: "#results", swap: "outerHTML" });
-    }
-  });
-  document.addEventListener("htmx:wsClose", function (event) {
-    var close = event.detail && event.detail.event;
-    var code = close ? (close.originalCode || close.code) : 0;
-    if (isFinal(code)) {
-      explain(code);
-      return;
-    }
-    setStatus(navigator.onLine === false ? "offline" : "reconnecting");
-  });
-  window.addEventListener("offline", function () { setStatus("offline"); });
-
-  document.addEventListener("htmx:wsBeforeMessage", function (event) {
-    event.preventDefault();  // applied here, in order and at most once
-    var template = document.createElement("template");
-    template.innerHTML = event.detail.message;
-    var follow = nearBottom();
-    var added = 0;
-    var grown = 0;
-    Array.prototype.slice.call(template.content.children).forEach(function (node) {
-      if (node.classList.contains("message")) {
-        var applied = applyMessage(node);
-        if (applied === "added") { added += 1; } else { grown += applied; }
-      } else if (node.id === "totals" || node.id === "pressure") {
-        applyTotals(node);
-      } else if (node.classList.contains("row")) {
-        applyRow(node);
-      } else if (node.id === "reload-window") {
-        reloadWindow(node.getAttribute("data-url"));
-      } else if (node.id === "share-notice") {
-        applyShareNotice(node);
-      }
-    });
-    if (!added && !grown) { return; }
-    // At the bottom the page follows every change, new blocks included.
-    if (follow) {
-      followTail();
-    } else {
-      unseen += added;
-      unseenBlocks += grown;
-      showPill();
-    }
-  });
-  // The page loaded, trimmed or reloaded a window: the socket keeps exactly that live.
-  document.addEventListener("replay:window", report);
-
-  document.addEventListener("click", function (event) {
-    if (event.target instanceof Element && event.target.closest("#new-messages")) {
-      followTail();
-    }
-  });
-  window.addEventListener("scroll", function () {
-    if ((unseen || unseenBlocks) && nearBottom()) { unseen = 0; unseenBlocks = 0; showPill(); }
-  }, { passive: true });
-})();
+});
+window.addEventListener("scroll", function () {
+  if ((unseen || unseenBlocks) && nearBottom()) { unseen = 0; unseenBlocks = 0; showPill(); }
+}, { passive: true });

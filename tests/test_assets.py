@@ -1,5 +1,6 @@
 """Vendored assets (issue 3, "Assets"): htmx and its WebSocket extension are files in static/
-at pinned versions recorded with their SHA-256, loaded by base.html, never from a CDN."""
+at pinned versions recorded with their SHA-256, loaded by base.html, never from a CDN. Our
+page scripts are ES modules (issue 15) whose imports survive collectstatic's hashing."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ import hashlib
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.staticfiles import finders
+from django.core.management import call_command
 from django.templatetags.static import static
 from django.test import Client
+from whitenoise.media_types import MediaTypes
 
 ROOT = Path(__file__).resolve().parent.parent
 VENDOR = ROOT / "static" / "vendor"
@@ -126,3 +130,99 @@ def test_theme_script_runs_in_the_head_before_the_first_paint() -> None:
     assert len(tags) == 1
     assert not re.search(r"\b(defer|async)\b", tags[0])
     assert finders.find("replay-theme.js")
+
+
+# -- the page scripts are ES modules (issue 15) -------------------------------------------
+
+STATIC = ROOT / "static"
+SCRIPT_TAG = re.compile(r"<script\b[^>]*>", re.IGNORECASE)
+IMPORT = re.compile(r"""^\s*import\s+(?:[^"';]*?\s+from\s+)?["']([^"']+)["']\s*;""", re.MULTILINE)
+
+
+def page_scripts() -> list[Path]:
+    return sorted(STATIC.glob("*.js"))
+
+
+def imports_of(path: Path) -> list[str]:
+    return IMPORT.findall(path.read_text())
+
+
+def loaded_scripts() -> dict[str, str]:
+    """Every script a template loads through {% static %}: path → its tag."""
+    loaded = {}
+    for template in template_files():
+        for tag in SCRIPT_TAG.finditer(template.read_text()):
+            static_path = STATIC_TAG.search(tag.group(0))
+            if static_path:
+                loaded[static_path.group(1)] = tag.group(0)
+    return loaded
+
+
+def test_our_scripts_are_modules_but_the_theme_and_the_vendored_ones_are_classic() -> None:
+    loaded = loaded_scripts()
+    assert "replay-theme.js" in loaded and "replay.js" in loaded
+    for path, tag in loaded.items():
+        module = 'type="module"' in tag
+        if path == "replay-theme.js" or path.startswith("vendor/"):
+            assert not module, tag  # htmx defines a global; the theme applies before paint
+        else:
+            assert module, tag
+            assert not re.search(r"\b(defer|async)\b", tag), tag  # deferred as it is
+    # Module scripts run in document order with the deferred classic ones: htmx first.
+    base = (TEMPLATES / "base.html").read_text()
+    first_module = base.index('type="module"')
+    assert base.index("vendor/htmx-2") < first_module
+    assert base.index("vendor/htmx-ext-ws") < first_module
+
+
+def test_imports_are_relative_files_that_exist_and_are_never_also_script_tags() -> None:
+    """One URL per module (one instance): what is imported is not loaded by a tag too."""
+    loaded = loaded_scripts()
+    imported = set()
+    for script in page_scripts():
+        for target in imports_of(script):
+            assert target.startswith("./") and target.endswith(".js"), (script.name, target)
+            assert (STATIC / target).is_file(), (script.name, target)
+            imported.add(target.removeprefix("./"))
+    assert imported == {"replay-shared.js", "replay-windows.js"}
+    assert not imported & set(loaded)
+    assert not imports_of(STATIC / "replay-theme.js")
+
+
+def test_page_scripts_share_no_window_globals_and_copy_no_server_constants() -> None:
+    for script in page_scripts():
+        source = script.read_text()
+        assert not re.search(r"window\.replay\w*\s*=", source), script.name
+        # page_windows.DOCUMENT and LAST reach the scripts as data- attributes.
+        assert "999999999" not in source and not re.search(r"\b300\b", source), script.name
+
+
+def test_the_ws_extension_still_retries_only_the_codes_replay_live_js_works_around() -> None:
+    """replay-live.js (retryingSocket) intercepts the `onclose` handler the extension
+    assigns and reports clean closes as 1006. A new extension that no longer does this
+    must be looked at; the browser tests in tests/browser/test_live.py say whether it works."""
+    name, _ = by_package("htmx-ext-ws")
+    source = (VENDOR / name).read_text()
+    assert "htmx.createWebSocket" in source
+    assert re.search(
+        r"\.onclose=function\((\w)\)\{if\(!\w+\(\w+\)&&\[1006,1011,1012,1013\]\.indexOf\(\1\.code\)",
+        source,
+    ), "the ws extension's close handling changed: revisit retryingSocket in replay-live.js"
+
+
+def test_collectstatic_rewrites_module_imports_to_the_hashed_names(
+    settings: Any, tmp_path: Path
+) -> None:
+    settings.STATIC_ROOT = tmp_path
+    settings.STORAGES = settings.STORAGES | {
+        "staticfiles": {"BACKEND": "replaysite.static_storage.ModuleManifestStaticFilesStorage"}
+    }
+    call_command("collectstatic", interactive=False, verbosity=0)
+
+    hashed = json.loads((tmp_path / "staticfiles.json").read_text())["paths"]
+    for script in page_scripts():
+        served = (tmp_path / hashed[script.name]).read_text()
+        wanted = ["./" + hashed[target.removeprefix("./")] for target in imports_of(script)]
+        assert imports_of(tmp_path / hashed[script.name]) == wanted, script.name
+        assert "./replay-shared.js" not in served and "./replay-windows.js" not in served
+    assert MediaTypes().get_type("replay.1234567890ab.js") == "text/javascript"

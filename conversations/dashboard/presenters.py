@@ -702,6 +702,9 @@ def conversation_page(
         ),
         "download_url": reverse("replay-download", args=[str(conversation.id)]) + query(**options),
         "windows_url": windows,
+        # Read by the page scripts (static/replay-windows.js, replay-finding.js): no JS copy.
+        "document_limit": page_windows.DOCUMENT,
+        "before_end": page_windows.LAST,
         "markdown_url": reverse("markdown-download", args=[str(conversation.id)])
         + query(**options),
         "earlier_url": (
