@@ -1,4 +1,4 @@
-"""Defence in depth for the admin (issue 7, finding 1).
+"""Site-wide middleware: defence in depth for the admin, and the share headers.
 
 The admin is never driven by htmx. A request to it that carries `HX-Request` can only
 come from markup planted in a dashboard page and run by the page's own htmx, acting
@@ -25,5 +25,20 @@ def admin_refuses_htmx(get_response: Handler) -> Handler:
             message = "The admin does not answer requests sent by htmx; open it directly."
             return render(request, "403.html", {"message": message}, status=403)
         return get_response(request)
+
+    return middleware
+
+
+def share_headers(get_response: Handler) -> Handler:
+    """The share headers (docs/contract.md §8) on every response under a share link, the
+    ones no share view made included: the CSRF 403 of a POST, a 404, a 405."""
+    from conversations.dashboard.share_pages import HEADERS
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        response = get_response(request)
+        if request.path.startswith("/s/"):
+            for name, value in HEADERS.items():
+                response.headers[name] = value  # over the site's own Referrer-Policy
+        return response
 
     return middleware

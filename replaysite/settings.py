@@ -194,6 +194,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "replaysite.middleware.share_headers",  # outermost: it sees every share response
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

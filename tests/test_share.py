@@ -592,3 +592,16 @@ def test_share_permission_is_a_real_permission() -> None:
     assert Permission.objects.filter(
         codename="share_conversation", content_type__app_label="conversations"
     ).exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("method", ["post", "put", "patch", "delete"])
+@pytest.mark.parametrize("rest", ["", "c/", "nowhere/"])
+def test_every_response_under_a_link_carries_the_share_headers(method: str, rest: str) -> None:
+    # A write is refused by CSRF (403) or by the view (405) before any share view runs.
+    _, token = share(conversation_with(2))
+    response = getattr(Client(enforce_csrf_checks=True), method)(path(token, rest))
+    assert response.status_code in (403, 404, 405)
+    for name, value in SHARE_HEADERS.items():
+        assert response[name] == value, (name, response.status_code)
+    assert "Content-Security-Policy" in response
