@@ -1,8 +1,10 @@
-"""The match over block types is exhaustive (docs/contract.md §2 rule 4), caught three ways: the system
-check at start-up, the type checker, and a test."""
+"""The match over block types is exhaustive (docs/contract.md §2 rule 4), caught three ways: the
+system check at start-up, the type checker, and a test; and the presenters do no I/O, caught by
+the import contract."""
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -185,7 +187,62 @@ def test_type_checker_rejects_a_block_kind_without_a_case_in_every_layer(tmp_pat
         "conversations/core/blocks.py",
         "conversations/core/replay.py",
         "conversations/core/tokens.py",
+        "conversations/record/rows.py",
         "conversations/record/shapes.py",
-        "conversations/dashboard/presenters.py",
+        "conversations/dashboard/presenters/messages.py",
     ):
         assert layer in failing, output
+
+
+# (d) The presenters do no I/O: the import contract, kept by the code and broken by a presenter
+# that imports a selector (checked on a copy, as the type checker is above).
+
+PURE_PRESENTERS = "Presenters do no I/O: no models, selectors, counts, finder reads or services"
+PRESENTERS = ROOT / "conversations" / "dashboard" / "presenters"
+
+
+def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
+    """The project's own import-linter run (pyproject.toml's contracts) over a copy."""
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("lint-imports")), "--no-cache"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_import_contract_forbids_a_presenter_to_read_the_record(tmp_path: Path) -> None:
+    tree = project_copy(tmp_path / "project")
+    clean = lint_imports(tree)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert f"{PURE_PRESENTERS} KEPT" in clean.stdout
+
+    presenter = tree / "conversations" / "dashboard" / "presenters" / "listing.py"
+    source = presenter.read_text()
+    anchor = "from conversations.record.rows import"
+    assert source.count(anchor) == 1, "listing.py's imports changed: update this test"
+    presenter.write_text(
+        source.replace(anchor, "from conversations.record import selectors\n" + anchor, 1)
+    )
+    broken = lint_imports(tree)
+    output = broken.stdout + broken.stderr
+    assert broken.returncode == 1, output
+    assert f"{PURE_PRESENTERS} BROKEN" in output
+    assert "conversations.dashboard.presenters.listing -> conversations.record.selectors" in output
+
+
+def test_no_presenter_imports_the_orm() -> None:
+    """What the contract cannot say (import-linter forbids only a whole external package,
+    and presenters use django.urls): no presenter imports django.db."""
+    presenters = sorted(PRESENTERS.glob("*.py"))
+    assert presenters
+    for path in presenters:
+        imported: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+        orm = {name for name in imported if name == "django.db" or name.startswith("django.db.")}
+        assert not orm, f"{path.name} imports {sorted(orm)}"

@@ -14,7 +14,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from conversations.core import page_windows
+from conversations.core import page_windows, preview
 from conversations.dashboard import presenters
 from conversations.dashboard.presenters import Truncation
 from conversations.live import fragments
@@ -65,7 +65,7 @@ def test_the_page_labels_each_fold_with_its_size_and_each_result_with_its_size(
     )
     root = page(operator_client.get(detail_url(conversation)))
     results = root.by_id("m-1").find(cls="record").find_all("section")
-    size = presenters.preview.human_size(len(output))
+    size = preview.human_size(len(output))
     assert results[0].find("button", cls="show-all").text == f"show all 40 lines, {size}"
     assert results[0].find("button", cls="output-toggle").text == f"40 lines, {size}"
     assert results[1].find("button", cls="output-toggle").text == "5 bytes"

@@ -1,4 +1,5 @@
-"""Share pages (docs/contract.md §8): one conversation, read-only, to whoever holds the link's token.
+"""Share pages (docs/contract.md §8): one conversation, read-only, to whoever holds the
+link's token.
 
 Every share URL is `/s/TOKEN/` followed by the dashboard's own path (the conversation
 page's windows, image and download endpoints), and the share views render the dashboard's
@@ -27,7 +28,9 @@ from django.utils import timezone
 
 from conversations.core import replay
 from conversations.core.options import OptionError, ReplayOptions
-from conversations.dashboard import presenters, views
+from conversations.dashboard import presenters
+from conversations.dashboard.views import conversation as conversation_views
+from conversations.dashboard.views import finding
 from conversations.record import selectors, services
 from conversations.record.models import Conversation, ShareLink
 
@@ -192,7 +195,7 @@ def page(request: HttpRequest, link: ShareLink, token: str, opts: ReplayOptions)
     htmx = getattr(request, "htmx", None)
     if not htmx:
         services.share_viewed(link=link)
-    return views.detail_response(
+    return conversation_views.detail_response(
         request,
         scoped_conversation(link),
         vision=opts.vision,
@@ -206,7 +209,7 @@ def earlier_messages(
     request: HttpRequest, link: ShareLink, token: str, opts: ReplayOptions
 ) -> HttpResponse:
     """A window of earlier messages, as the dashboard's, inside the link's scope."""
-    return views.window_response(
+    return conversation_views.window_response(
         request,
         scoped_conversation(link),
         vision=opts.vision,
@@ -221,7 +224,7 @@ def replay_download(
 ) -> HttpResponse:
     """The payload of what the link shows: the projection of the messages in its scope."""
     stop = None if link.up_to_seq is None else link.up_to_seq + 1
-    return views.download_response(
+    return conversation_views.download_response(
         link.conversation, vision=opts.vision, shape=opts.shape, stop=stop
     )
 
@@ -239,7 +242,7 @@ def block_image(
     _in_scope(link, seq)
     if not link.images:
         raise Http404("This link does not include images.")
-    response = views.image_response(link.conversation, seq, block)
+    response = conversation_views.image_response(link.conversation, seq, block)
     response["Cache-Control"] = "no-store"  # set again by share_view; never cached
     return response
 
@@ -258,7 +261,7 @@ def block_text(
 ) -> HttpResponse:
     """The rest of a block's text ("load the rest"), for a message in the link's scope."""
     _in_scope(link, seq)
-    return views.block_text_response(link.conversation, seq, block)
+    return conversation_views.block_text_response(link.conversation, seq, block)
 
 
 @share_view
@@ -267,7 +270,7 @@ def wire_text(
 ) -> HttpResponse:
     """The rest of a message's wire text, with the link's toggles, inside its scope."""
     _in_scope(link, seq)
-    return views.wire_text_response(
+    return conversation_views.wire_text_response(
         request, link.conversation, seq, vision=opts.vision, shape=opts.shape
     )
 
@@ -278,7 +281,7 @@ def message_projection(
 ) -> HttpResponse:
     """One message's wire message ("Copy projection"), with the link's toggles, in scope."""
     _in_scope(link, seq)
-    return views.message_projection_response(
+    return conversation_views.message_projection_response(
         link.conversation, seq, vision=opts.vision, shape=opts.shape
     )
 
@@ -287,4 +290,4 @@ def message_projection(
 def find(request: HttpRequest, link: ShareLink, token: str, opts: ReplayOptions) -> HttpResponse:
     """The page's finder (search, filters' "find more", problems, tool rounds), inside the
     link's scope: a frozen link's finder never sees a message past its last."""
-    return views.find_response(request, scoped_conversation(link))
+    return finding.find_response(request, scoped_conversation(link))

@@ -1,4 +1,7 @@
-"""The live fragments: the page's own partials, rendered for a socket (one rendering path)."""
+"""The live fragments: the page's own partials, rendered for a socket (one rendering path).
+
+Each fragment reads through the record's selectors and counts, then hands the rows to the
+dashboard's presenters and renders their partial, as the page's views do."""
 
 from __future__ import annotations
 
@@ -66,7 +69,7 @@ def messages_frame(
     pressure = token_counts.pressure(
         conversation, ReplayOptions(vision, shape), query=dict(view), total_blocks=total_blocks
     )
-    margin = presenters.margin_counts(conversation, pressure, rows)
+    margin = presenters.margin_counts(token_counts.counted_shown(conversation, pressure, rows))
     views = presenters.message_views(conversation, rows, vision=vision, shape=shape, margin=margin)
     if share:
         views = share_pages.without_records(views)

@@ -23,6 +23,7 @@ from conversations.core.blocks import ToolSide, kind_named, tool_side
 from conversations.core.finder import Cursor, FindKind
 from conversations.core.search import SNIPPET_SCAN_CHARS, parse_query, snippet
 from conversations.record.models import Block, Conversation, Message, SearchEntry
+from conversations.record.rows import Pairs as Pairs
 from conversations.record.search import Matches
 from conversations.record.selectors import PreviewRow, searchable_text
 
@@ -159,14 +160,6 @@ def find_step(
         seq, block = candidates[-1][0], candidates[-1][1]
         return Step(None, Cursor(seq, block))
     return Step(None, more)
-
-
-class Pairs(NamedTuple):
-    """Where the other half of a tool round is, for the calls and results of a window whose
-    other half it does not hold: call id → message seq."""
-
-    results: dict[str, int]  # a call's id → the message holding its result
-    calls: dict[str, int]  # a result's id → the message holding its call
 
 
 def tool_pairs(conversation: Conversation, rows: Sequence[PreviewRow]) -> Pairs:

@@ -10,8 +10,7 @@ import hashlib
 import uuid
 from collections import deque
 from collections.abc import Iterable, Iterator
-from datetime import datetime
-from typing import Any, NamedTuple, assert_never, cast
+from typing import Any, NamedTuple
 
 import orjson
 from django.db.models import (
@@ -27,8 +26,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Substr
 
-from conversations.core import list_status, live_sources, markdown, preview, replay
-from conversations.core.blocks import BlockKind
+from conversations.core import live_sources, markdown, replay
 from conversations.core.search import INDEXED_CHARS, block_text, parse_query, snippet
 from conversations.record.models import (
     Block,
@@ -38,37 +36,23 @@ from conversations.record.models import (
     ShareLink,
     TailCursor,
 )
+
+# The row types and pure functions over them, as they were always read from here.
+from conversations.record.rows import PREVIEW_CHARS as PREVIEW_CHARS
+from conversations.record.rows import BlockRow as BlockRow
+from conversations.record.rows import MessageRow as MessageRow
+from conversations.record.rows import PreviewBlock as PreviewBlock
+from conversations.record.rows import PreviewRow as PreviewRow
+from conversations.record.rows import SearchHit as SearchHit
+from conversations.record.rows import block_value as block_value
+from conversations.record.rows import conversation_model as conversation_model
+from conversations.record.rows import stored_messages as stored_messages
 from conversations.record.search import Matches
 
 BLOCK_COLUMNS = (
     "message_id", "seq", "type", "text", "call_id", "name", "input_json", "is_error",
     "media_type", "data", "origin", "width", "height",
 )  # fmt: skip
-
-
-class BlockRow(NamedTuple):
-    message_id: int
-    seq: int
-    type: str
-    text: str
-    call_id: str
-    name: str
-    input_json: str
-    is_error: bool
-    media_type: str
-    data: str
-    origin: Any
-    width: int | None = None
-    height: int | None = None
-
-
-class MessageRow(NamedTuple):
-    id: int
-    seq: int
-    role: str
-    created_at: datetime
-    metadata: dict[str, Any]
-    blocks: list[BlockRow]
 
 
 def conversation_get(conversation_id: str | uuid.UUID) -> Conversation | None:
@@ -159,14 +143,6 @@ def messages_matching(q: str, *, limit: int = MESSAGE_SEARCH_BLOCKS) -> MessageS
             where |= Q(conversation_id=conversation_id, seq__in=sorted(seqs[conversation_id]))
         ids += Message.objects.filter(where).values_list("pk", flat=True)
     return MessageSearch(Q(pk__in=ids) | Q(conversation_id__in=titles), capped)
-
-
-class SearchHit(NamedTuple):
-    """The first block of a conversation that a search found, and its text around it."""
-
-    message_seq: int
-    block_seq: int
-    snippet: str
 
 
 def search_hits(conversations: Iterable[Conversation], q: str) -> dict[uuid.UUID, SearchHit]:
@@ -340,47 +316,6 @@ class OctetLength(Func):
         )
 
 
-class PreviewBlock(NamedTuple):
-    """A block as pages and frames load it: long texts cut in SQL, no image data."""
-
-    message_id: int
-    seq: int
-    type: str
-    text: str  # at most `PREVIEW_CHARS` characters of the text (or result content)
-    text_size: int  # of the whole text, in UTF-8 bytes
-    call_id: str
-    name: str
-    input_json: str  # at most `PREVIEW_CHARS` characters of the input
-    input_size: int  # in UTF-8 bytes
-    is_error: bool
-    media_type: str
-
-    # An image's data and size are never read for a page: its value says so.
-    @property
-    def data(self) -> str:
-        return ""
-
-    @property
-    def width(self) -> int | None:
-        return None
-
-    @property
-    def height(self) -> int | None:
-        return None
-
-
-class PreviewRow(NamedTuple):
-    id: int
-    seq: int
-    role: str
-    created_at: datetime
-    metadata: dict[str, Any]
-    block_count: int
-    blocks: list[PreviewBlock]  # the first `MESSAGE_BLOCKS` of `block_count`
-
-
-# One character more than a preview shows, so that a cut text is known to be cut.
-PREVIEW_CHARS = preview.CHARS + 1
 MESSAGE_BLOCKS = 100  # blocks of one message a page or frame shows
 
 
@@ -447,33 +382,6 @@ def block_counts_between(conversation: Conversation, seqs: range) -> dict[int, i
     """Message seq → block count for the seqs in `seqs`: a bounded position read."""
     rows = Message.objects.filter(conversation=conversation, seq__gte=seqs.start, seq__lt=seqs.stop)
     return dict(rows.values_list("seq", "block_count"))
-
-
-def stored_messages(rows: Iterable[MessageRow]) -> list[replay.StoredMessage]:
-    """The projection's input for these rows."""
-    return [
-        replay.StoredMessage(cast(replay.Role, row.role), tuple(map(block_value, row.blocks)))
-        for row in rows
-    ]
-
-
-def block_value(row: BlockRow | Block | PreviewBlock) -> replay.Block:
-    """A stored row as its value; the row's columns are read as its kind defines them (a
-    preview's texts are prefixes, and its image carries no data)."""
-    kind = cast(BlockKind, row.type)
-    match kind:
-        case "text":
-            return replay.TextBlock(row.text)
-        case "tool_use":
-            return replay.ToolUseBlock(row.call_id, row.name, row.input_json)
-        case "tool_result":
-            return replay.ToolResultBlock(row.call_id, row.name, row.text, row.is_error)
-        case "reasoning":
-            return replay.ReasoningBlock(row.text)
-        case "image":
-            return replay.ImageBlock(row.media_type, row.data, row.width, row.height)
-        case _:
-            assert_never(kind)
 
 
 def replay_payload(
@@ -543,12 +451,6 @@ def image_block(conversation: Conversation, seq: int, block: int) -> tuple[str, 
         .values_list("media_type", "data")
         .first()
     )
-
-
-def conversation_model(conversation: Conversation) -> str:
-    """The model the conversation's latest message names, else the one its own metadata
-    names (an imported request body's `model`), else ""."""
-    return conversation.model or list_status.model_of(conversation.metadata)
 
 
 def tail_cursor(path: str) -> TailCursor | None:

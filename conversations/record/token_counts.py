@@ -13,14 +13,19 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from conversations.core import compact, context_windows, replay, tokens
-from conversations.core.compact import Compacted, Policy
+from conversations.core.compact import Policy
 from conversations.core.options import ReplayOptions
 from conversations.record import selectors
 from conversations.record.models import Conversation
+
+# The count values, as they were always read from here.
+from conversations.record.rows import Counted as Counted
+from conversations.record.rows import Pressure as Pressure
+from conversations.record.rows import Preview as Preview
+from conversations.record.rows import PreviewRow, counted_of
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -53,18 +58,6 @@ class LRU(Generic[K, V]):
     def clear(self) -> None:
         with self.lock:
             self.items.clear()
-
-
-@dataclass(frozen=True, slots=True)
-class Counted:
-    """One stored message's count for one set of toggles, with what its metadata measured."""
-
-    seq: int
-    role: str
-    count: tokens.MessageCount
-    usage: tokens.Usage | None
-    model: str
-    blocks: int = -1  # how many of the message's blocks were counted (-1: not said)
 
 
 # (conversation, message seq, block seq, toggles) → tokens; toggles are () for every kind
@@ -152,22 +145,23 @@ def counted_at(
     return counted
 
 
-@dataclass(frozen=True, slots=True)
-class Pressure:
-    """How much of the window the next turn takes: per message, by kind, against the
-    window, with the message at which the compaction trigger is reached."""
+def counted_shown(
+    conversation: Conversation, p: Pressure, rows: Sequence[PreviewRow]
+) -> dict[int, Counted]:
+    """The counts of the messages shown (a page's window, a frame's messages), by seq.
 
-    options: ReplayOptions
-    messages: tuple[Counted, ...]
-    payload: tokens.PayloadCount
-    window: context_windows.Window
-    trigger: int
-    trigger_seq: int | None
-    cumulative: tuple[int, ...]  # overhead + every message up to and including this one
-
-    @property
-    def total(self) -> int:
-        return self.payload.total
+    A message may grow between reading the conversation's row (which keys the pressure)
+    and reading its own: its count is then of exactly the blocks shown, or a live frame
+    would hold a count its next event never corrects.
+    """
+    out: dict[int, Counted] = {}
+    for row in rows:
+        counted = counted_of(p, row.seq)
+        if counted is None or counted.blocks != row.block_count:
+            counted = counted_at(conversation, row.seq, row.block_count, p.options)
+        if counted is not None:
+            out[row.seq] = counted
+    return out
 
 
 def pressure(
@@ -225,16 +219,6 @@ def _pressure(
     return Pressure(
         options, tuple(counted), payload, window, trigger, trigger_seq, tuple(cumulative)
     )
-
-
-@dataclass(frozen=True, slots=True)
-class Preview:
-    """A compaction preview: the pressure before and after, and the compacted record."""
-
-    before: Pressure
-    after: Pressure
-    compacted: Compacted
-    policy: Policy
 
 
 def preview(
@@ -346,8 +330,8 @@ def message_data(p: Pressure) -> list[dict[str, Any]]:
 
 
 def context_data(p: Pressure, preview: Preview | None = None) -> dict[str, Any]:
-    """GET /api/conversations/ID/context (docs/contract.md §7): counts by message and kind, the total
-    (messages + `overhead`), the window and where the compaction trigger is reached."""
+    """GET /api/conversations/ID/context (docs/contract.md §7): counts by message and kind, the
+    total (messages + `overhead`), the window and where the compaction trigger is reached."""
     data: dict[str, Any] = {
         "tokenizer": tokens.TOKENIZER,
         "estimated": True,

@@ -1,0 +1,69 @@
+"""What the dashboard templates print, computed in Python (templates loop and print).
+
+Presenters are pure: a view (or the live render step, `live/fragments.py`) fetches
+through the record's selectors and counts, then hands the rows and models to these
+functions, which import no model, selector or count (the import contract in
+pyproject.toml). One module a page or job:
+
+- `messages`: each message beside its projection, bounded; the window's tool rounds
+- `conversation`: the conversation page's (and a window load's) context
+- `pressure`: the pressure header and the margin counts
+- `listing`: the conversation list's rows, pager and empty text
+- `context`, `diff`: the compaction preview and the projection diff
+- `sharing`: the page's share panel
+- `metadata`: the header facts read from metadata, an import's source
+- `texts`, `links`: folds, cuts and their labels; URLs and toggles
+- `protocols`: the attributes presenters read of a conversation and a share link
+"""
+
+from conversations.dashboard.presenters.context import ContextRead, context_page
+from conversations.dashboard.presenters.conversation import PageRead, conversation_page
+from conversations.dashboard.presenters.diff import DiffSide, diff_page
+from conversations.dashboard.presenters.links import query
+from conversations.dashboard.presenters.listing import conversation_rows, list_empty, list_pager
+from conversations.dashboard.presenters.messages import MessageView, block_full_text, message_views
+from conversations.dashboard.presenters.metadata import (
+    CONVERSATION_META_ITEMS,
+    MetaItem,
+    conversation_meta,
+    message_meta,
+    source_time,
+)
+from conversations.dashboard.presenters.pressure import margin_counts, pressure_view
+from conversations.dashboard.presenters.sharing import shares_panel
+from conversations.dashboard.presenters.texts import (
+    Truncation,
+    fold_label,
+    input_text,
+    line_count,
+    size_note,
+)
+
+__all__ = [
+    "CONVERSATION_META_ITEMS",
+    "ContextRead",
+    "DiffSide",
+    "MessageView",
+    "MetaItem",
+    "PageRead",
+    "Truncation",
+    "block_full_text",
+    "context_page",
+    "conversation_meta",
+    "conversation_page",
+    "conversation_rows",
+    "diff_page",
+    "fold_label",
+    "input_text",
+    "line_count",
+    "list_empty",
+    "list_pager",
+    "margin_counts",
+    "message_meta",
+    "message_views",
+    "pressure_view",
+    "query",
+    "shares_panel",
+    "size_note",
+    "source_time",
+]

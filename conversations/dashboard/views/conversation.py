@@ -1,0 +1,350 @@
+"""The conversation page (docs/contract.md §4): each message beside its projection, a window
+at a time, and what the page fetches on demand: the rest of a text, a message's record or
+projection to copy, the downloads and the images.
+
+A page view reads the window (rows, counts, tool rounds) through the record, then hands
+it to `presenters.conversation_page`; the share pages reuse these responses."""
+
+from __future__ import annotations
+
+import base64
+import functools
+from typing import Any
+
+import orjson
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import push_url
+
+from conversations.core import page_windows, replay
+from conversations.core.compact import Policy
+from conversations.core.options import OptionError, ReplayOptions
+from conversations.dashboard import presenters
+from conversations.dashboard.views.common import (
+    HtmxHttpRequest,
+    Narrow,
+    bad_request,
+    conversation_or_404,
+    json_response,
+    may_share,
+    operator_required,
+    plain_response,
+    unchanged,
+    view_query,
+    with_options,
+    with_shares,
+)
+from conversations.record import finder_reads, selectors, shapes, token_counts
+from conversations.record.models import Conversation
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@operator_required
+@with_options
+def conversation_detail(
+    request: HtmxHttpRequest, conversation_id: str, *, vision: bool, shape: replay.Shape
+) -> HttpResponse:
+    conversation = conversation_or_404(conversation_id)
+    narrow = unchanged
+    if may_share(request):
+        narrow = functools.partial(with_shares, conversation)
+    return detail_response(request, conversation, vision=vision, shape=shape, narrow=narrow)
+
+
+def page_context(
+    conversation: Conversation,
+    *,
+    window: range,
+    vision: bool,
+    shape: replay.Shape,
+    view: dict[str, str] | None = None,
+    earlier: bool = True,
+    later: bool = True,
+) -> dict[str, Any]:
+    """Read the messages at `window` (at most a document of them), the conversation's
+    pressure, the rows' margin counts and tool rounds, then present the page's context;
+    `view` may override the model and window of the pressure view (OptionError on a bad
+    value)."""
+    window = range(max(0, window.start), min(window.stop, window.start + page_windows.DOCUMENT))
+    rows = selectors.preview_rows(conversation, window)
+    total_blocks = selectors.block_total(conversation)
+    pressure = token_counts.pressure(
+        conversation, ReplayOptions(vision, shape), query=view or {}, total_blocks=total_blocks
+    )
+    read = presenters.PageRead(
+        rows=rows,
+        total_blocks=total_blocks,
+        pressure=pressure,
+        counted=token_counts.counted_shown(conversation, pressure, rows),
+        pairs=finder_reads.tool_pairs(conversation, rows),
+    )
+    return presenters.conversation_page(
+        conversation, read, window=window, vision=vision, shape=shape, view=view,
+        earlier=earlier, later=later,
+    )  # fmt: skip
+
+
+def detail_response(
+    request: HttpRequest,
+    conversation: Conversation,
+    *,
+    vision: bool,
+    shape: replay.Shape,
+    narrow: Narrow = unchanged,
+    template: str = "conversations/detail.html",
+) -> HttpResponse:
+    """The conversation page (or, for htmx, its `conversation` partial); `narrow` adjusts
+    the context (a share page narrows it to what its link shows)."""
+    try:
+        context = narrow(
+            page_context(
+                conversation,
+                window=page_windows.tail(conversation.message_count),
+                vision=vision,
+                shape=shape,
+                view=view_query(request),
+            )
+        )
+    except OptionError as exc:
+        return bad_request(request, exc.message)
+    htmx = getattr(request, "htmx", None)
+    if htmx and not htmx.history_restore_request:
+        response = render(request, template + "#conversation", context)
+        return push_url(response, context["self_url"])
+    return render(request, template, context)
+
+
+def _seq(request: HttpRequest, name: str) -> int | None:
+    value = request.GET.get(name)
+    if value is None:
+        return None
+    if not value.isdigit() or len(value) > 9:
+        raise ValueError(name)
+    return int(value)
+
+
+@require_GET
+@operator_required
+@with_options
+def earlier_messages(
+    request: HttpRequest, conversation_id: str, *, vision: bool, shape: replay.Shape
+) -> HttpResponse:
+    return window_response(
+        request, conversation_or_404(conversation_id), vision=vision, shape=shape
+    )
+
+
+def window_response(
+    request: HttpRequest,
+    conversation: Conversation,
+    *,
+    vision: bool,
+    shape: replay.Shape,
+    narrow: Narrow = unchanged,
+) -> HttpResponse:
+    """One window of messages: `before=SEQ` (or back to `from`, at most a document), `after=SEQ`,
+    or `around=SEQ` (a deep link's target), with controls for the windows beside it."""
+    total = conversation.message_count
+    try:
+        before, start, after, around = (
+            _seq(request, name) for name in ("before", "from", "after", "around")
+        )
+    except ValueError:
+        return bad_request(
+            request,
+            "before, from, after and around must be message numbers (give one of before, "
+            "after and around).",
+        )
+    # A window loaded before (after) the page's replaces its "earlier" ("later") control.
+    earlier = later = True
+    if before is not None:
+        later = False
+        before = min(before, total)
+        window = page_windows.before(before)
+        if start is not None:
+            # Back to a deep link's target, at most a document's worth.
+            window = range(max(before - page_windows.DOCUMENT, 0, min(start, before)), before)
+    elif after is not None:
+        earlier = False
+        window = page_windows.after(after, total)
+    elif around is not None:
+        window = page_windows.around(around, total)
+    else:
+        return bad_request(request, "before, after or around is required.")
+    try:
+        context = narrow(
+            page_context(
+                conversation,
+                window=window,
+                vision=vision,
+                shape=shape,
+                earlier=earlier,
+                later=later,
+                view=view_query(request),
+            )  # fmt: skip
+        )
+    except OptionError as exc:
+        return bad_request(request, exc.message)
+    return render(request, "conversations/detail.html#window", context)
+
+
+@require_GET
+@operator_required
+def block_text(request: HttpRequest, conversation_id: str, seq: int, block: int) -> HttpResponse:
+    return block_text_response(conversation_or_404(conversation_id), seq, block)
+
+
+def block_text_response(conversation: Conversation, seq: int, block: int) -> HttpResponse:
+    """The whole text of one block, as plain text (what a page shows the start of)."""
+    message = selectors.message_full(conversation, seq)
+    found = [b for b in message.blocks if b.seq == block] if message else []
+    if not found or found[0].type == "image":
+        raise Http404("No such text block.")
+    return plain_response(presenters.block_full_text(found[0]))
+
+
+@require_GET
+@operator_required
+@with_options
+def wire_text(
+    request: HttpRequest, conversation_id: str, seq: int, *, vision: bool, shape: replay.Shape
+) -> HttpResponse:
+    return wire_text_response(
+        request, conversation_or_404(conversation_id), seq, vision=vision, shape=shape
+    )
+
+
+def wire_text_response(
+    request: HttpRequest,
+    conversation: Conversation,
+    seq: int,
+    *,
+    vision: bool,
+    shape: replay.Shape,
+) -> HttpResponse:
+    """One message's whole wire text for these toggles (or its text part `part`), as text."""
+    message = selectors.message_full(conversation, seq)
+    if message is None:
+        raise Http404("No such message.")
+    (stored,) = selectors.stored_messages([message])
+    content = replay.project_message(stored, vision=vision, shape=shape)["content"]
+    part = request.GET.get("part")
+    if isinstance(content, str):
+        return plain_response(content)
+    texts = {str(i): p["text"] for i, p in enumerate(content) if p["type"] == "text"}
+    if part not in texts:
+        return bad_request(request, "part must name a text part of this message.")
+    return plain_response(texts[part])
+
+
+@require_GET
+@operator_required
+def message_record(request: HttpRequest, conversation_id: str, seq: int) -> HttpResponse:
+    """One stored message exactly as GET /api/conversations/ID lists it (the page's "Copy
+    record JSON"; fetched on click, so a page never carries a message's whole record)."""
+    message = selectors.message_full(conversation_or_404(conversation_id), seq)
+    if message is None:
+        raise Http404("No such message.")
+    return json_response(orjson.dumps(shapes.message_data(message, message.blocks)))
+
+
+@require_GET
+@operator_required
+@with_options
+def message_projection(
+    request: HttpRequest, conversation_id: str, seq: int, *, vision: bool, shape: replay.Shape
+) -> HttpResponse:
+    return message_projection_response(
+        conversation_or_404(conversation_id), seq, vision=vision, shape=shape
+    )
+
+
+def message_projection_response(
+    conversation: Conversation, seq: int, *, vision: bool, shape: replay.Shape
+) -> HttpResponse:
+    """One message's wire message for these toggles, as the projection gives it (the page's
+    "Copy projection"): `{"role", "content"}`, the system role kept in either shape."""
+    message = selectors.message_full(conversation, seq)
+    if message is None:
+        raise Http404("No such message.")
+    (stored,) = selectors.stored_messages([message])
+    return json_response(orjson.dumps(replay.project_message(stored, vision=vision, shape=shape)))
+
+
+@require_GET
+@operator_required
+@with_options
+def replay_download(
+    request: HttpRequest, conversation_id: str, *, vision: bool, shape: replay.Shape
+) -> HttpResponse:
+    """The same bytes as GET /api/conversations/ID/replay (with `?compact=` too), for a
+    signed-in operator."""
+    conversation = conversation_or_404(conversation_id)
+    try:
+        policy = Policy.from_query(request.GET)
+    except OptionError as exc:
+        return bad_request(request, exc.message)
+    if policy is None:
+        body = selectors.replay_json(conversation, vision=vision, shape=shape)
+    else:
+        body = orjson.dumps(
+            token_counts.compacted_payload(conversation, ReplayOptions(vision, shape), policy)
+        )
+    response = HttpResponse(body, content_type="application/json")
+    suffix = f"-{policy.name}" if policy is not None else ""
+    name = f"replay-{conversation.id}-{shape}-vision-{'on' if vision else 'off'}{suffix}.json"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+@require_GET
+@operator_required
+@with_options
+def markdown_download(
+    request: HttpRequest, conversation_id: str, *, vision: bool, shape: replay.Shape
+) -> HttpResponse:
+    """The same Markdown as GET /api/conversations/ID/markdown, as a file to save."""
+    conversation = conversation_or_404(conversation_id)
+    response = HttpResponse(
+        selectors.markdown_export(conversation, vision=vision, shape=shape),
+        content_type="text/markdown; charset=utf-8",
+    )
+    name = f"conversation-{conversation.id}-{shape}-vision-{'on' if vision else 'off'}.md"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+def download_response(
+    conversation: Conversation, *, vision: bool, shape: replay.Shape, stop: int | None = None
+) -> HttpResponse:
+    """The projection as an attachment (of the messages before `stop`, when given)."""
+    response = HttpResponse(
+        selectors.replay_json(conversation, vision=vision, shape=shape, stop=stop),
+        content_type="application/json",
+    )
+    name = f"replay-{conversation.id}-{shape}-vision-{'on' if vision else 'off'}.json"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+@require_GET
+@operator_required
+def block_image(request: HttpRequest, conversation_id: str, seq: int, block: int) -> HttpResponse:
+    return image_response(conversation_or_404(conversation_id), seq, block)
+
+
+def image_response(conversation: Conversation, seq: int, block: int) -> HttpResponse:
+    """An image block's bytes, as the raster type it was validated as; never SVG or HTML."""
+    found = selectors.image_block(conversation, seq, block)
+    if found is None:
+        raise Http404("No such image.")
+    media_type, data = found
+    response = HttpResponse(base64.b64decode(data), content_type=media_type)
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    response["Cache-Control"] = "private, max-age=86400, immutable"
+    return response

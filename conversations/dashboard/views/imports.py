@@ -1,0 +1,47 @@
+"""The list page's file drop (docs/contract.md §6): a transcript imported as a conversation."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.http import require_POST
+
+from conversations.core import importers
+from conversations.dashboard.views.common import ADD_PERMISSION
+from conversations.record import services
+
+
+@require_POST
+@login_required
+@permission_required(ADD_PERMISSION, raise_exception=True)
+def import_file(request: HttpRequest) -> HttpResponse:
+    """The list page's file drop: the file is the body (CSRF-protected, session signed in,
+    add_conversation); answers JSON like POST /api/imports (no markup, nothing echoed)."""
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        return JsonResponse({"error": "The file is over the upload limit."}, status=413)
+    name = unquote(request.headers.get("X-File-Name", ""))[:255] or None
+    if not raw.strip():
+        return JsonResponse({"error": "The file is empty."}, status=400)
+    try:
+        outcome = services.transcript_import(
+            raw=raw, format=request.GET.get("format") or None, title=None, file_name=name
+        )
+    except (importers.ImportFormatError, services.IngestError) as exc:
+        return JsonResponse({"error": f"The file is not readable: {exc}."}, status=400)
+    conversation = outcome.conversation
+    return JsonResponse(
+        {
+            "id": str(conversation.id),
+            "url": conversation.get_absolute_url(),
+            "messages": outcome.messages,
+            "blocks": outcome.blocks,
+            "gaps": len(outcome.gaps),
+            "created": outcome.created,
+        },
+        status=201 if outcome.created else 200,
+    )

@@ -1,0 +1,65 @@
+"""The conversation list (docs/contract.md §4): a search, filters and a page of rows."""
+
+from __future__ import annotations
+
+from django.core.paginator import Paginator
+from django.http import HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+from django.views.decorators.vary import vary_on_headers
+
+from conversations.core.list_status import ListFilters
+from conversations.core.options import OptionError
+from conversations.core.search import MAX_QUERY_CHARS, QueryError
+from conversations.dashboard import presenters, socket_urls
+from conversations.dashboard.views.common import (
+    ADD_PERMISSION,
+    HtmxHttpRequest,
+    bad_request,
+    operator_required,
+)
+from conversations.record import selectors
+from conversations.record.models import Conversation
+
+PER_PAGE = 25
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@operator_required
+def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
+    q = request.GET.get("q", "").replace("\x00", "").strip()  # a NUL has no place in a page
+    try:
+        filters = ListFilters.from_query(request.GET)
+    except OptionError as exc:
+        return bad_request(request, exc.message)
+    since = timezone.now().isoformat()  # before the rows are read: the socket's position
+    error = ""
+    try:
+        found = selectors.conversation_list(
+            q=q, has_errors=filters.has_errors, unanswered=filters.unanswered
+        )
+    except QueryError as exc:
+        found, error = Conversation.objects.none(), exc.message
+    page = Paginator(found, PER_PAGE).get_page(request.GET.get("page"))
+    conversations = list(page)
+    hits = selectors.search_hits(conversations, q) if q and not error else {}
+    context = {
+        "page": page,
+        "q": q,
+        "filters": filters,
+        "pager": presenters.list_pager(page, q=q, filters=filters),
+        "empty": presenters.list_empty(q=q, filters=filters),
+        "error": error,
+        "max_query": MAX_QUERY_CHARS,
+        "rows": presenters.conversation_rows(conversations, hits=hits),
+        # Only the first page of everything moves with live activity: a row that arrives
+        # live is not checked against a search or a filter.
+        "live": page.number == 1 and not q and not filters,
+        "can_import": request.user.has_perm(ADD_PERMISSION),
+        "socket_url": socket_urls.list_socket_url(since),
+    }
+    partial = request.htmx and not request.htmx.history_restore_request
+    template = "conversations/list.html#results" if partial else "conversations/list.html"
+    return render(request, template, context, status=400 if error else 200)

@@ -1,0 +1,68 @@
+"""Presenters are pure: handed plain values, they need no database (no `django_db` mark, so
+pytest-django refuses any query), and what they compute is what the pages print."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from conversations.dashboard import presenters
+from conversations.record.rows import SearchHit
+
+
+@dataclass
+class PlainConversation:
+    id: uuid.UUID = field(default_factory=uuid.uuid4)
+    title: str = "plain"
+    metadata: Any = field(default_factory=dict)
+    message_count: int = 1204
+    error_count: int = 3
+    unanswered_calls: int = 1
+    model: str = ""
+    updated_at: datetime = field(default_factory=timezone.now)
+
+    def get_absolute_url(self) -> str:
+        return f"/c/{self.id}/"
+
+
+@dataclass
+class PlainLink:
+    pk: int = 7
+    created_at: datetime = datetime(2025, 1, 1, tzinfo=UTC)
+    up_to_seq: int | None = 4
+    toggles_label: str = "vision on · OpenAI"
+    expires_at: datetime | None = None
+    view_count: int = 2
+    last_viewed_at: datetime | None = None
+
+    def state(self, now: datetime) -> str:
+        return "active"
+
+
+def test_list_rows_are_presented_from_plain_values_and_a_search_hit() -> None:
+    c = PlainConversation(
+        metadata={"model": "gpt-4o"}, updated_at=timezone.now() - timedelta(hours=3)
+    )
+    (row,) = presenters.conversation_rows([c], hits={c.id: SearchHit(12, 0, "a needle here")})
+    assert row.model == "gpt-4o"  # from its metadata, when no message names one
+    assert (row.messages, row.errors, row.unanswered) == ("1,204", "3", True)
+    assert row.relative == "3\xa0hours ago"  # timesince keeps the number with its unit
+    assert (row.hit_url, row.hit_label, row.snippet) == (
+        f"/c/{c.id}/#m-12",
+        "message 12",
+        "a needle here",
+    )
+    (plain,) = presenters.conversation_rows([PlainConversation(error_count=0)])
+    assert (plain.errors, plain.hit_url) == ("", "")
+
+
+def test_the_share_panel_lists_the_links_it_is_handed() -> None:
+    c = PlainConversation()
+    panel = presenters.shares_panel(c, [PlainLink(), PlainLink(pk=8, up_to_seq=None)])
+    assert [r.scope for r in panel["share_rows"]] == ["frozen, #0 to #4", "live, whole"]
+    assert panel["share_rows"][0].revoke_url == f"/c/{c.id}/shares/7/revoke"
+    assert panel["last_seq_stored"] == 1203
