@@ -237,7 +237,9 @@ def test_hostile_metadata_is_text_in_the_header_and_none_is_never_printed(
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     header = page(operator_client.get(detail_url(conversation))).by_id("m-1").find("header")
     assert header.find("span", cls="meta-model").text == HOSTILE
-    assert header.find("span", cls="meta-tokens").text == "5 in"
+    # OTel GenAI usage is measured usage like any provider's: the margin shows it.
+    assert not header.find_all("span", cls="meta-tokens")
+    assert header.find("span", cls="usage").text == "measured 5 in"
     assert header.find("span", cls="source-time").text.startswith("source time <script>")
     first = page(operator_client.get(detail_url(conversation))).by_id("m-0").find("header")
     assert "None" not in first.text and not first.find_all("span", cls="meta")
