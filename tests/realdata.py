@@ -1,9 +1,8 @@
 """Real recorded conversations (tests/fixtures/real/) converted to Replay's record.
 
 A record here is what an importer would POST: a list of (role, [BLOCK, ...]) with blocks in
-the API's JSON form (docs/contract.md §1). `stored` turns one into the projection's input, resolving a
-result's missing tool name as ingest does.
-"""
+the API's JSON form (docs/contract.md §1). `stored` turns one into the projection's input, resolving
+a result's missing tool name as ingest does."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The JSON API (docs/contract.md §3): bearer tokens only, JSON errors naming the field, nothing stored
-from a refused request, deterministic reads in a constant number of queries."""
+"""The JSON API (docs/contract.md §3): bearer tokens only, JSON errors naming the field, nothing
+stored from a refused request, deterministic reads in a constant number of queries."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""POST /api/conversations/ID/messages/batch (docs/contract.md §3): many messages, all or nothing."""
+"""POST /api/conversations/ID/messages/batch (docs/contract.md §3): many messages, all or
+nothing."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The context API and compacted replays (docs/contract.md §7): counts by message and kind, the window,
-the threshold, policies and their parameters, measured usage beside the estimate."""
+"""The context API and compacted replays (docs/contract.md §7): counts by message and kind, the
+window, the threshold, policies and their parameters, measured usage beside the estimate."""
 
 from __future__ import annotations
 
@@ -200,7 +200,8 @@ def test_pure_pressure_equals_the_core_count_of_the_stored_record() -> None:
 
 
 def test_the_boundary_policy_starts_at_an_imported_claude_code_compaction(api):
-    """An imported session's compact_boundary is where `compact=boundary` starts (docs/contract.md §6.5, §7)."""
+    """An imported session's compact_boundary is where `compact=boundary` starts (docs/contract.md
+    §6.5, §7)."""
     from tests.realdata import REAL
 
     raw = (REAL / "claude_code_compact_boundary.jsonl").read_bytes()

@@ -1,5 +1,5 @@
-"""Management commands (docs/contract.md §3, §5): create_api_token, load_demo, ensure_operator, and the
-Makefile's `run` target that strings them together."""
+"""Management commands (docs/contract.md §3, §5): create_api_token, load_demo, ensure_operator, and
+the Makefile's `run` target that strings them together."""
 
 from __future__ import annotations
 

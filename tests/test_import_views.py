@@ -1,5 +1,5 @@
-"""The dashboard's side of imports (docs/contract.md §6): the list page's file drop endpoint (session,
-CSRF, add_conversation) and what an imported conversation's page shows (gaps, provenance,
+"""The dashboard's side of imports (docs/contract.md §6): the list page's file drop endpoint
+(session, CSRF, add_conversation) and what an imported conversation's page shows (gaps, provenance,
 the compaction divider, the incomplete-payload note)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Importing through the record (docs/contract.md §3 `POST /api/imports`, §6 rule 6, `manage.py import`):
-one transaction, nothing stored from a bad file, the same bytes once."""
+"""Importing through the record (docs/contract.md §3 `POST /api/imports`, §6 rule 6, `manage.py
+import`): one transaction, nothing stored from a bad file, the same bytes once."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Window and position arithmetic (docs/contract.md §4 Bounds), and text previews: pure, no database."""
+"""Window and position arithmetic (docs/contract.md §4 Bounds), and text previews: pure, no
+database."""
 
 from __future__ import annotations
 

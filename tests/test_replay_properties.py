@@ -1,4 +1,5 @@
-"""docs/contract.md §2 as properties over generated records: every rule holds for any record, not just ours."""
+"""docs/contract.md §2 as properties over generated records: every rule holds for any record, not
+just ours."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Search (docs/contract.md §3): words and word prefixes, case-insensitive in every script, through a
-full-text index on both databases; q over 200 characters refused; user input is never
-query syntax; the index follows every write and every deletion."""
+"""Search (docs/contract.md §3): words and word prefixes, case-insensitive in every script, through
+a full-text index on both databases; q over 200 characters refused; user input is never query
+syntax; the index follows every write and every deletion."""
 
 from __future__ import annotations
 

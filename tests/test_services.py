@@ -188,7 +188,7 @@ def test_block_append_refuses_an_image_outside_a_user_message(conversation):
     assert state() == before
 
 
-# --- tool_result name resolution (docs/contract.md §1) ---------------------------------------------
+# --- tool_result name resolution (docs/contract.md §1) --------------------------------------------
 
 
 def test_a_result_takes_the_name_of_a_call_earlier_in_the_same_message(conversation):

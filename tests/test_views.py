@@ -1,5 +1,5 @@
-"""The dashboard (docs/contract.md §4): every page tried as an operator, as a signed-in user without the
-permission and anonymously; the list; each message beside exactly the projection's output;
+"""The dashboard (docs/contract.md §4): every page tried as an operator, as a signed-in user without
+the permission and anonymously; the list; each message beside exactly the projection's output;
 bounded windows for long conversations; downloads and images."""
 
 from __future__ import annotations
@@ -1034,7 +1034,7 @@ def test_htmx_history_restore_gets_the_whole_page(
     assert root.find("header", "topbar")
 
 
-# -- bounds (docs/contract.md §4): long blocks show their start, their size, and load the rest -------------
+# -- bounds (docs/contract.md §4): long blocks show their start, their size, and load the rest -----
 
 BIG = 10 * 1024 * 1024
 

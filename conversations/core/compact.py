@@ -55,7 +55,8 @@ ALL_PARAMETERS = ("keep", "trigger", "clear_at_least", "exclude_tools", "clear_t
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """One policy and its parameters, with docs/contract.md §7's defaults; parse a query with `from_query`.
+    """One policy and its parameters, with docs/contract.md §7's defaults; parse a query with
+    `from_query`.
 
     `clear_tool_inputs` is True (every cleared use), False, or the tool names whose inputs
     are cleared, as Anthropic's `clear_tool_uses_20250919` takes it.

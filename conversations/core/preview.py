@@ -1,5 +1,5 @@
-"""Previews of long texts (docs/contract.md §4 Bounds): a text longer than 64 KB or 400 lines shows its
-start, its full size and a way to the rest. Pure.
+"""Previews of long texts (docs/contract.md §4 Bounds): a text longer than 64 KB or 400 lines
+shows its start, its full size and a way to the rest. Pure.
 
 A preview is cut in characters; full sizes are in UTF-8 bytes, which both databases
 know without reading the whole text.

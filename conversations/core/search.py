@@ -1,4 +1,5 @@
-"""Search words: the one definition of a word, shared by the index and the query (docs/contract.md §3).
+"""Search words: the one definition of a word, shared by the index and the query
+(docs/contract.md §3).
 
 Text is NFKC-normalised and case-folded in every script (`ΣΊΣΥΦΟΣ` and `σίσυφος` are one
 word, `Straße` is `strasse`), accents on Latin, Greek and Cyrillic letters are dropped

@@ -38,7 +38,8 @@ class ReadOnlyMixin:
 
 
 class StrictJSONField(forms.JSONField):
-    """The admin's JSON text read as the API reads a body (docs/contract.md §3 limits); empty is {}."""
+    """The admin's JSON text read as the API reads a body (the limits of docs/contract.md §3);
+    empty is {}."""
 
     def to_python(self, value: Any) -> Any:
         if self.disabled:
@@ -259,7 +260,8 @@ class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
 
 @admin.register(ShareLink)
 class ShareLinkAdmin(admin.ModelAdmin[ShareLink]):
-    """Share links (docs/contract.md §8): listed with scope, expiry and views; revoked, never edited.
+    """Share links (docs/contract.md §8): listed with scope, expiry and views; revoked, never
+    edited.
 
     They are made on the conversation page or through the API (the token is shown once
     there); the admin keeps only digests, so it cannot show a link's URL.

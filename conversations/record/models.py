@@ -35,8 +35,8 @@ class Conversation(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     # The number of messages, which is also the next message's seq.
     message_count = models.PositiveIntegerField(default=0, editable=False)
-    # SHA-256 of the transcript this conversation was imported from (docs/contract.md §6 rule 6): unique,
-    # so the same bytes imported again find this conversation and store nothing.
+    # SHA-256 of the transcript this conversation was imported from (docs/contract.md §6 rule 6):
+    # unique, so the same bytes imported again find this conversation and store nothing.
     import_sha256 = models.CharField(
         max_length=64, null=True, blank=True, unique=True, editable=False
     )
@@ -291,7 +291,8 @@ class TraceConversation(models.Model):
 
 
 class ShareLink(models.Model):
-    """A read-only link to one conversation (docs/contract.md §8); only the SHA-256 of its token is kept.
+    """A read-only link to one conversation (docs/contract.md §8); only the SHA-256 of its token is
+    kept.
 
     `up_to_seq` None: the whole conversation, live; else messages 0..up_to_seq, frozen.
     `vision`/`shape` None: the toggle is free; else fixed. `images` False: images are

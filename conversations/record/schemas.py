@@ -43,7 +43,8 @@ def no_nul(value: Any, field: str = "value") -> Any:
 
 
 def storable(value: Any) -> Any:
-    """docs/contract.md §3's limits on a JSON value from any writer: depth, exact numbers, valid text.
+    """The limits of docs/contract.md §3 on a JSON value from any writer: depth, exact numbers,
+    valid text.
 
     The API's parser already enforces them on the body; admin forms and importers hand
     Python values straight to the schemas, so the schemas check again.
@@ -198,7 +199,8 @@ SHARE_DEFAULT_SECONDS = 7 * 24 * 3600
 
 
 class ShareIn(Strict):
-    """A share link's scope (docs/contract.md §8): omitted toggles are free, `expires_in` null is never."""
+    """A share link's scope (docs/contract.md §8): omitted toggles are free, `expires_in` null is
+    never."""
 
     up_to_seq: Annotated[int, Field(ge=0)] | None = None
     expires_in: Annotated[int, Field(ge=1, le=SHARE_MAX_SECONDS)] | None = SHARE_DEFAULT_SECONDS

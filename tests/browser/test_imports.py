@@ -1,5 +1,5 @@
-"""The list page's file drop in a real browser (docs/contract.md §6): a dropped transcript uploads with
-a progress indicator and opens as its conversation; a bad one says why, as text."""
+"""The list page's file drop in a real browser (docs/contract.md §6): a dropped transcript uploads
+with a progress indicator and opens as its conversation; a bad one says why, as text."""
 
 from __future__ import annotations
 

@@ -463,7 +463,7 @@ def test_list_catches_up_after_its_socket_was_closed(operator_page, agent):
     expect(rows).to_have_count(2)
 
 
-# --- 10. bounds and following (docs/contract.md §4, issue 8 §3) -------------------------------------
+# --- 10. bounds and following (docs/contract.md §4, issue 8 §3) -----------------------------------
 
 
 def lines(label: str, count: int = 30) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""Share links in Chromium (docs/contract.md §8): a stakeholder with no account opens the link, watches
-it grow, and sees it stop and say so when the operator revokes it."""
+"""Share links in Chromium (docs/contract.md §8): a stakeholder with no account opens the link,
+watches it grow, and sees it stop and say so when the operator revokes it."""
 
 from __future__ import annotations
 

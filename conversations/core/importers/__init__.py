@@ -64,7 +64,8 @@ def read_lines(lines: Iterable[bytes]) -> Imported:
 
 
 def parse_json(raw: bytes) -> object:
-    """One JSON document under docs/contract.md §3's limits (depth, duplicate keys, exact numbers)."""
+    """One JSON document under the limits of docs/contract.md §3 (depth, duplicate keys, exact
+    numbers)."""
     try:
         return strictjson.loads(raw)
     except strictjson.StrictJSONError as exc:

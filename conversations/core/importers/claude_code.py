@@ -3,8 +3,8 @@
 `SessionMapper` is a pure state machine fed parsed lines one at a time; it answers with
 actions (a new message, blocks appended to message k, a marker before the next message, a
 title, an ignored line). `manage.py tail` applies them as lines arrive; `read` feeds all
-lines, then keeps the main chain (docs/contract.md §6 rule 5) and turns sidechains into linked imports.
-"""
+lines, then keeps the main chain (docs/contract.md §6 rule 5) and turns sidechains into linked
+imports."""
 
 from __future__ import annotations
 
