@@ -187,7 +187,6 @@ def test_type_checker_rejects_a_block_kind_without_a_case_in_every_layer(tmp_pat
         "conversations/core/blocks.py",
         "conversations/core/replay.py",
         "conversations/core/tokens.py",
-        "conversations/record/rows.py",
         "conversations/record/shapes.py",
         "conversations/dashboard/presenters/messages.py",
     ):

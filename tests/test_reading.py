@@ -472,4 +472,6 @@ def test_an_otlp_export_keeps_each_calls_latency_and_the_page_shows_it(
     assert assistant.metadata["latency_ms"] == 1250
     header = page(operator_client.get(detail_url(outcome.conversation))).by_id("m-1")
     chips = [s.text for s in header.find("header").find_all("span", cls="meta")]
-    assert chips == ["gpt-4o-2024", "12 in · 3 out", "stop: stop", "1.2 s"]
+    assert chips == ["gpt-4o-2024", "stop: stop", "1.2 s"]
+    # The span's usage is measured usage: the margin shows it beside the estimate.
+    assert header.find("span", cls="usage").text.startswith("measured 12 in · 3 out")
