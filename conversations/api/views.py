@@ -275,7 +275,7 @@ def context(request: HttpRequest, conversation_id: str) -> HttpResponse:
     found = _conversation(conversation_id)
     options = replay_options(request)
     policy = compact_policy(request)
-    query = {k: request.GET[k] for k in ("model", "window") if k in request.GET}
+    query = {k: request.GET[k] for k in token_counts.VIEW_KEYS if k in request.GET}
     try:
         if policy is None:
             return json_response(

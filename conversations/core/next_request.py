@@ -113,6 +113,16 @@ def measured_turns(figures: Sequence[MessageFigure]) -> list[_Turn]:
     return turns
 
 
+def turn_of(metadata: Mapping[str, object]) -> str | None:
+    """The provider's response id a message's metadata keeps (Anthropic and Claude Code
+    `id`, OpenTelemetry GenAI `gen_ai.response.id`), or None."""
+    for key in ("id", "gen_ai.response.id"):
+        value = metadata.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
 def prior_factor(model: str | None) -> float:
     """The tokenizer factor before a conversation has shown its own."""
     return CLAUDE_FACTOR if model and model.lower().startswith("claude") else 1.0

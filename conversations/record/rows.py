@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, Protocol, assert_never, cast
 
 from conversations.core import context_windows, list_status, preview, replay, tokens
+from conversations.core import next_request as nr
 from conversations.core.blocks import BlockKind
 from conversations.core.compact import Compacted, Policy
 from conversations.core.options import ReplayOptions
@@ -188,6 +189,27 @@ class Counted:
     usage: tokens.Usage | None
     model: str
     blocks: int = -1  # how many of the message's blocks were counted (-1: not said)
+    turn: str | None = None  # the provider's response id: messages split from one response
+    summary: bool = False  # the summary a compaction left for the model to continue from
+
+    def figure(self, *, measured: bool = True) -> nr.MessageFigure:
+        usage = self.usage if measured else None
+        role = cast(replay.Role, self.role)
+        return nr.MessageFigure(self.seq, role, self.count.tokens, usage, self.turn, self.summary)
+
+
+@dataclass(frozen=True, slots=True)
+class Headline:
+    """What docs/contract.md §7 leads with, for the request after message `upto`: its
+    size, what the provider counts that the record lacks, the heaviest blocks, and each
+    stored compaction boundary with the figures around it."""
+
+    upto: int | None
+    boundary: int | None  # the last compaction boundary at or before `upto`
+    next: nr.NextRequest
+    unrecorded: nr.Unrecorded
+    largest: tuple[nr.HeavyBlock, ...]
+    compactions: tuple[nr.Compaction, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +224,7 @@ class Pressure:
     trigger: int
     trigger_seq: int | None
     cumulative: tuple[int, ...]  # overhead + every message up to and including this one
+    headline: Headline
 
     @property
     def total(self) -> int:

@@ -13,19 +13,20 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from conversations.core import compact, context_windows, replay, tokens
+from conversations.core import next_request as nr
 from conversations.core.compact import Policy
-from conversations.core.options import ReplayOptions
+from conversations.core.options import OptionError, ReplayOptions
 from conversations.record import selectors
 from conversations.record.models import Conversation
 
 # The count values, as they were always read from here.
 from conversations.record.rows import Counted as Counted
+from conversations.record.rows import Headline, PreviewRow, counted_of
 from conversations.record.rows import Pressure as Pressure
 from conversations.record.rows import Preview as Preview
-from conversations.record.rows import PreviewRow, counted_of
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -88,14 +89,17 @@ def _count_row(
             blocks_cache.put(key, n)
         own.append(n)
     count = tokens.message_count(stored, vision=options.vision, shape=options.shape, counts=own)
-    model = row.metadata.get("model") if isinstance(row.metadata, dict) else None
+    metadata = row.metadata if isinstance(row.metadata, dict) else {}
+    model = metadata.get("model")
     return Counted(
         row.seq,
         row.role,
         count,
-        tokens.usage_of(row.metadata),
+        tokens.usage_of(metadata),
         model if isinstance(model, str) else "",
         len(row.blocks),
+        nr.turn_of(metadata),
+        metadata.get("isCompactSummary") is True,
     )
 
 
@@ -173,38 +177,60 @@ def pressure(
     total_blocks: int | None = None,
 ) -> Pressure:
     """The pressure of the whole conversation for these toggles; `query` may override the
-    model and the window (OptionError on a bad value). Append-only: (message count, block
-    total) names the record's state, so a page of an unchanged record reuses its answer
-    (`total_blocks`: `selectors.block_total`, when the caller has just read it)."""
+    model and the window, and count as of message `upto` (OptionError on a bad value).
+    Append-only: (message count, block total) names the record's state, so a page of an
+    unchanged record reuses its answer (`total_blocks`: `selectors.block_total`, when the
+    caller has just read it)."""
     query = query or {}
+    upto = _upto(query.get("upto"), conversation.message_count)
     if total_blocks is None:
         total_blocks = selectors.block_total(conversation)
     trigger = policy.trigger if policy is not None and policy.name == "clear_tool_uses" else 0
     state = (
         conversation.id, conversation.message_count, total_blocks,
-        options, tuple(sorted(query.items())), trigger,
+        options, tuple(sorted(query.items())), trigger, upto,
         repr([conversation.metadata.get(k) for k in ("model", "context_window")]),
     )  # fmt: skip
     found = pressure_cache.get(state)
     if found is not None:
         return found
     counted = message_counts(conversation, options)
-    result = _pressure(conversation, options, counted, query, policy)
+    result = _pressure(conversation, options, counted, query, policy, upto=upto)
     if len(counted) == conversation.message_count:  # not raced by an append meanwhile
         pressure_cache.put(state, result)
     return result
 
 
+def _upto(value: str | None, message_count: int) -> int | None:
+    """`?upto=SEQ`: a stored seq, or None for the whole record."""
+    if value is None or value == "":
+        return None
+    if not value.isascii() or not value.isdigit() or int(value) >= message_count:
+        last = f"0 to {message_count - 1}" if message_count else "none: the record is empty"
+        raise OptionError("upto", f"upto must be the seq of a stored message ({last}).")
+    return int(value)
+
+
 def _pressure(
     conversation: Conversation,
     options: ReplayOptions,
-    counted: Sequence[Counted],
+    every: Sequence[Counted],
     query: dict[str, str],
     policy: Policy | None,
+    *,
+    upto: int | None = None,
+    window: context_windows.Window | None = None,
+    measured: bool = True,
+    unrecorded: nr.Unrecorded | None = None,
 ) -> Pressure:
+    """The figures of `every` counted message as of `upto`. A compacted record (a preview's
+    `after`) passes the window of the record it came from, and is not `measured`: its
+    provider measurements were of the uncompacted requests."""
+    counted = [c for c in every if c.seq <= upto] if upto is not None else list(every)
     payload = tokens.total_of([c.count for c in counted], options.shape)
-    models = (c.model for c in reversed(counted))
-    window = context_windows.resolve(query, conversation.metadata, models)
+    if window is None:
+        models = (c.model for c in reversed(counted))
+        window = context_windows.resolve(query, conversation.metadata, models)
     trigger = policy.trigger if policy is not None and policy.name == "clear_tool_uses" else (
         compact.DEFAULT_TRIGGER
     )  # fmt: skip
@@ -216,8 +242,51 @@ def _pressure(
         cumulative.append(running)
         if trigger_seq is None and running >= trigger:
             trigger_seq = c.seq
+    headline = _headline(
+        conversation.metadata, every, counted, payload.overhead, window, upto, measured, unrecorded
+    )
     return Pressure(
-        options, tuple(counted), payload, window, trigger, trigger_seq, tuple(cumulative)
+        options, tuple(counted), payload, window, trigger, trigger_seq, tuple(cumulative), headline
+    )
+
+
+def _headline(
+    metadata: dict[str, Any],
+    every: Sequence[Counted],
+    counted: Sequence[Counted],
+    overhead: int,
+    window: context_windows.Window,
+    upto: int | None,
+    measured: bool,
+    unrecorded: nr.Unrecorded | None,
+) -> Headline:
+    """docs/contract.md §7's next request, unrecorded, largest and compactions, from the
+    counts already made (nothing is read or counted again)."""
+    last_seq = counted[-1].seq if counted else -1
+    marks = nr.boundary_marks(metadata)  # each names a seq, in seq order
+    kept = [seq for seq in (cast(int, m["seq"]) for m in marks) if seq <= last_seq]
+    boundary = kept[-1] if kept else None
+    since = [c for c in every if boundary is None or c.seq >= boundary]
+    if unrecorded is None:
+        unrecorded = nr.unrecorded([c.figure(measured=measured) for c in since], overhead)
+    request = [c for c in since if c.seq <= last_seq]
+    figures = [c.figure(measured=measured) for c in request]
+    after: dict[int, list[nr.MessageFigure]] = {}
+    for i, seq in enumerate(kept):
+        end = kept[i + 1] if i + 1 < len(kept) else last_seq + 1
+        after[seq] = [c.figure() for c in counted[seq:end] if seq <= c.seq < end]
+    return Headline(
+        upto,
+        boundary,
+        nr.next_request(
+            figures,
+            overhead=overhead,
+            model=window.model or None,
+            unrecorded_tokens=unrecorded.tokens,
+        ),  # fmt: skip
+        unrecorded,
+        tuple(nr.largest(b for c in request for b in nr.heavy_blocks(c.seq, c.count))),
+        tuple(nr.compactions([m for m in marks if cast(int, m["seq"]) <= last_seq], after)),
     )
 
 
@@ -267,8 +336,12 @@ def preview(
         )
         model = old.model if old is not None else ""
         usage = old.usage if old is not None else None
-        counted.append(Counted(seq, row.role, count, usage, model, len(row.blocks)))
-    after = _pressure(conversation, options, counted, query, policy)
+        turn, summary = (old.turn, old.summary) if old is not None else (None, False)
+        counted.append(Counted(seq, row.role, count, usage, model, len(row.blocks), turn, summary))
+    after = _pressure(
+        conversation, options, counted, query, policy,
+        window=before.window, measured=False, unrecorded=before.headline.unrecorded,
+    )  # fmt: skip
     return Preview(before, after, compacted, policy)
 
 
@@ -298,13 +371,17 @@ def _usage_data(counted: Counted, input_estimate: int) -> dict[str, Any] | None:
     if usage is None:
         return None
     output_estimate = counted.count.tokens - counted.count.framing
+    # An output below the estimate of the reply itself is not a count (Claude Code records 1
+    # for some streamed turns): `output` is then null and `output_recorded` says what was.
+    output = tokens.trusted_output(usage, output_estimate)
     return {
         "input": usage.input,
-        "output": usage.output,
+        "output": output,
+        "output_recorded": usage.output,
         "input_estimate": input_estimate,
         "output_estimate": output_estimate,
         "input_ratio": tokens.ratio(usage.input, input_estimate),
-        "output_ratio": tokens.ratio(usage.output, output_estimate),
+        "output_ratio": tokens.ratio(output, output_estimate),
     }
 
 
@@ -329,6 +406,9 @@ def message_data(p: Pressure) -> list[dict[str, Any]]:
     return out
 
 
+VIEW_KEYS = ("model", "window", "upto")  # the query keys a count's view takes
+
+
 def context_data(p: Pressure, preview: Preview | None = None) -> dict[str, Any]:
     """GET /api/conversations/ID/context (docs/contract.md §7): counts by message and kind, the
     total (messages + `overhead`), the window and where the compaction trigger is reached."""
@@ -344,6 +424,11 @@ def context_data(p: Pressure, preview: Preview | None = None) -> dict[str, Any]:
         "total": p.total,
         "by_kind": p.payload.by_kind(),
         "threshold": {"tokens": p.trigger, "seq": p.trigger_seq},
+        "upto": p.messages[-1].seq if p.messages else None,
+        "next_request": p.headline.next.as_json(),
+        "unrecorded": p.headline.unrecorded.as_json(),
+        "largest": [block.as_json() for block in p.headline.largest],
+        "compactions": [c.as_json() for c in p.headline.compactions],
         "messages": message_data(p),
         "compact": None,
     }

@@ -34,10 +34,13 @@ def tokens_view(counted: Counted) -> TokensView:
         said = []
         if counted.usage.input is not None:
             said.append(f"{counted.usage.input:,} in")
-        if counted.usage.output is not None:
-            out = c.tokens - c.framing
-            r = tokens.ratio(counted.usage.output, out)
-            said.append(f"{counted.usage.output:,} out" + (f" (×{r:.2f} of ≈{out:,})" if r else ""))
+        out = c.tokens - c.framing
+        trusted = tokens.trusted_output(counted.usage, out)
+        if trusted is not None:
+            r = tokens.ratio(trusted, out)
+            said.append(f"{trusted:,} out" + (f" (×{r:.2f} of ≈{out:,})" if r else ""))
+        elif counted.usage.output is not None:  # below the reply's own estimate: not a count
+            said.append(f"out recorded as {counted.usage.output:,}, not trusted")
         usage = "measured " + " · ".join(said)
     return TokensView(c.tokens, " · ".join(parts), usage)
 

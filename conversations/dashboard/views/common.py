@@ -16,7 +16,7 @@ from django_htmx.middleware import HtmxDetails
 
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.dashboard import presenters
-from conversations.record import selectors
+from conversations.record import selectors, token_counts
 from conversations.record.models import Conversation
 
 View: TypeAlias = Callable[..., HttpResponse]
@@ -64,8 +64,8 @@ def with_options(view: View) -> View:
 
 
 def view_query(request: HttpRequest) -> dict[str, str]:
-    """The pressure view's overrides, `?model=` and `?window=` (validated where used)."""
-    return {k: request.GET[k] for k in ("model", "window") if k in request.GET}
+    """The pressure view's overrides, `?model=`, `?window=` and `?upto=` (validated where used)."""
+    return {k: request.GET[k] for k in token_counts.VIEW_KEYS if k in request.GET}
 
 
 def json_response(body: bytes, status: int = 200) -> HttpResponse:

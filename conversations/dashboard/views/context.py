@@ -81,7 +81,7 @@ def conversation_context(
     options = ReplayOptions(vision, shape)
     try:
         policy = _form_policy(params)
-        view: dict[str, str] = {k: params[k] for k in ("model", "window") if k in params}
+        view: dict[str, str] = {k: params[k] for k in token_counts.VIEW_KEYS if k in params}
         start = _start(params)
         context = presenters.context_page(
             conversation,

@@ -1,0 +1,163 @@
+"""The headline of docs/contract.md §7 through the context API: `?upto=`, next_request,
+unrecorded, largest and compactions, on real Claude Code sessions imported as an operator
+would (tests/fixtures/real, sources and licences in its SOURCES.md) and on hand-made ones."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conversations.core import next_request as nr
+from tests import builders as b
+from tests.conftest import ApiClient
+from tests.realdata import REAL
+
+LIST = "/api/conversations"
+CLAUDE_CODE = sorted(p for p in Path(REAL).rglob("claude_code*.jsonl"))
+pytestmark = pytest.mark.django_db
+
+
+def imported(api: ApiClient, path: Path) -> list[str]:
+    response = api.client.post(
+        "/api/imports?format=claude-code",
+        path.read_bytes(),
+        content_type="application/octet-stream",
+        headers=api._headers(None),
+    )
+    assert response.status_code == 201, response.content[:300]
+    return [response.json()["id"], *(response.json().get("linked") or [])]
+
+
+def context(api: ApiClient, cid: str, **params: Any) -> dict[str, Any]:
+    response = api.get(f"{LIST}/{cid}/context", **params)
+    assert response.status_code == 200, response.content[:300]
+    return response.json()
+
+
+def measured_turns(data: dict[str, Any], metadata: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """(first seq of the turn, its measured input) for each provider turn, in order."""
+    turns: list[tuple[int, int]] = []
+    first: dict[str, int] = {}
+    for m, meta in zip(data["messages"], metadata, strict=True):
+        turn = meta.get("id")
+        if isinstance(turn, str):
+            first.setdefault(turn, m["seq"])
+        usage = m.get("usage") or {}
+        if m["role"] == "assistant" and usage.get("input"):
+            start = first.get(turn, m["seq"]) if isinstance(turn, str) else m["seq"]
+            if turns and turns[-1][0] == start:
+                continue
+            turns.append((start, usage["input"]))
+    return turns
+
+
+def record_metadata(api: ApiClient, cid: str) -> list[dict[str, Any]]:
+    return [m["metadata"] for m in api.get(f"{LIST}/{cid}").json()["messages"]]
+
+
+def test_next_request_predicts_each_measured_input_of_real_sessions(api: ApiClient) -> None:
+    errors: list[tuple[float, str]] = []
+    for path in CLAUDE_CODE:
+        for cid in imported(api, path):
+            whole = context(api, cid)
+            for start, measured in measured_turns(whole, record_metadata(api, cid))[1:]:
+                got = context(api, cid, upto=start - 1)
+                assert got["upto"] == start - 1 and got["next_request"]["basis"] == "measured"
+                errors.append((abs(got["next_request"]["tokens"] - measured) / measured, path.name))
+    ratios = sorted(e for e, _ in errors)
+    assert len(ratios) >= 7
+    median, p90 = statistics.median(ratios), ratios[math.ceil(0.9 * len(ratios)) - 1]
+    said = f"median {median:.2%}, p90 {p90:.2%}, worst {ratios[-1]:.2%} over {len(ratios)}"
+    assert median <= 0.01 and p90 <= 0.04 and ratios[-1] <= 0.08, said
+
+
+def test_the_headline_of_a_real_session_is_its_measurement_not_the_record_alone(api) -> None:
+    (cid,) = imported(api, Path(REAL) / "claude_code_tool_heavy_parallel_interrupts.jsonl")
+    data = context(api, cid)
+    head = data["next_request"]
+    # The last measured turn (#14, one response with #12) read 27,666 tokens of input;
+    # the record alone holds a tenth of that.
+    assert head["basis"] == "measured" and head["measured_seq"] == 14
+    assert 27_666 < head["tokens"] < 27_666 * 1.1
+    assert data["total"] < 27_666 / 5
+    unrecorded = data["unrecorded"]
+    assert unrecorded["measured_seq"] == 1
+    first_input = next(m["usage"]["input"] for m in data["messages"] if m["seq"] == 1)
+    assert unrecorded["tokens"] == first_input - data["overhead"] - data["messages"][0]["tokens"]
+
+
+def test_without_usage_the_next_request_is_the_estimate(api: ApiClient) -> None:
+    cid = api.post(LIST, {"title": "plain"}).json()["id"]
+    for role, words in (("user", "hello there"), ("assistant", "hi")):
+        api.post(f"{LIST}/{cid}/messages", {"role": role, "blocks": [b.text(words)]})
+    data = context(api, cid)
+    assert data["next_request"] == {"tokens": data["total"], "basis": "estimated",
+                                    "measured_seq": None}  # fmt: skip
+    assert data["unrecorded"] == {"tokens": None, "measured_seq": None}
+    assert context(api, cid, upto=0)["total"] == data["overhead"] + data["messages"][0]["tokens"]
+
+
+def test_largest_are_the_heaviest_blocks_of_the_request(api: ApiClient) -> None:
+    (cid,) = imported(api, Path(REAL) / "claude_code_tool_heavy_parallel_interrupts.jsonl")
+    data = context(api, cid)
+    largest = data["largest"]
+    assert 0 < len(largest) <= nr.LARGEST
+    assert [x["tokens"] for x in largest] == sorted((x["tokens"] for x in largest), reverse=True)
+    record = api.get(f"{LIST}/{cid}").json()["messages"]
+    for item in largest:
+        block = record[item["seq"]]["blocks"][item["block"]]
+        assert item["kind"] == block["type"]
+    # Nothing heavier was left out: every message's kinds sum past the lightest listed.
+    heaviest_kinds = max(max(m["by_kind"].values(), default=0) for m in data["messages"])
+    assert largest[0]["tokens"] <= heaviest_kinds
+
+
+def test_a_stored_compaction_is_listed_with_its_figures(api: ApiClient) -> None:
+    (cid,) = imported(api, Path(REAL) / "claude_code_compact_boundary.jsonl")
+    data = context(api, cid)
+    assert data["compactions"] == [
+        {"seq": 5, "trigger": "manual", "pre_tokens": 15808, "post_tokens": None, "summary_seq": 5}
+    ]
+    # The request after the boundary holds what the model still receives, from #5 on.
+    assert data["next_request"]["basis"] == "estimated"
+    after = sum(m["tokens"] for m in data["messages"] if m["seq"] >= 5)
+    assert data["next_request"]["tokens"] == data["overhead"] + after
+    # As of a message before the boundary, there was no compaction yet.
+    assert context(api, cid, upto=4)["compactions"] == []
+    assert context(api, cid, upto=4)["next_request"]["measured_seq"] == 4
+
+
+def test_the_boundary_policy_keeps_the_model_and_its_window(api: ApiClient) -> None:
+    # The message naming the model is before the boundary: the window must not be lost.
+    (cid,) = imported(api, Path(REAL) / "claude_code_compact_boundary.jsonl")
+    whole = context(api, cid)
+    compacted = context(api, cid, compact="boundary")
+    assert whole["window"] and compacted["window"] == whole["window"]
+    assert compacted["model"] == whole["model"] == "claude-sonnet-4-5-20250929"
+
+
+@pytest.mark.parametrize("value", ["-1", "x", "9", "1.0", "٣", " 1"])
+def test_upto_not_a_stored_seq_is_a_400_naming_it(api: ApiClient, value: str) -> None:
+    cid = api.post(LIST, {"title": "short"}).json()["id"]
+    for _ in range(3):
+        api.post(f"{LIST}/{cid}/messages", {"role": "user", "blocks": [b.text("x")]})
+    response = api.get(f"{LIST}/{cid}/context", upto=value)
+    assert response.status_code == 400
+    assert response.json()["field"] == "upto"
+    assert "upto" in response.json()["error"]
+
+
+def test_a_streamed_turn_s_output_of_one_is_not_taken_for_a_count(
+    api: ApiClient, operator_client: Any
+) -> None:
+    # Every measured turn of the real subagent session records output_tokens 1.
+    (cid, *_) = imported(api, Path(REAL) / "claude_code_subagent_long_tool_output.jsonl")
+    usages = [m["usage"] for m in context(api, cid)["messages"] if "usage" in m]
+    assert usages and all(u["output_recorded"] == 1 for u in usages)
+    assert all(u["output"] is None and u["output_ratio"] is None for u in usages)
+    page = operator_client.get(f"/c/{cid}/").content.decode()
+    assert "out recorded as 1, not trusted" in page and "1 out" not in page
