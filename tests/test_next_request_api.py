@@ -161,3 +161,66 @@ def test_a_streamed_turn_s_output_of_one_is_not_taken_for_a_count(
     assert all(u["output"] is None and u["output_ratio"] is None for u in usages)
     page = operator_client.get(f"/c/{cid}/").content.decode()
     assert "out recorded as 1, not trusted" in page and "1 out" not in page
+
+
+# -- the page leads with it ------------------------------------------------------------------
+
+
+def test_the_page_leads_with_the_next_request_and_names_its_basis(
+    api: ApiClient, operator_client: Any
+) -> None:
+    (cid,) = imported(api, Path(REAL) / "claude_code_tool_heavy_parallel_interrupts.jsonl")
+    data = context(api, cid)
+    html = operator_client.get(f"/c/{cid}/").content.decode()
+    head = data["next_request"]
+    lead = f"≈{head['tokens']:,} tokens next request</strong> — "
+    assert lead in html and "measured at #14 + ≈" in html
+    assert html.index("pressure-next") < html.index("pressure-total")  # it comes first
+    assert f'data-next="{head["tokens"]}" data-basis="measured"' in html
+    unrecorded = data["unrecorded"]["tokens"]
+    assert f"≈{unrecorded:,} unrecorded, inferred from usage at" in html
+    assert 'class="seg seg-unrecorded"' in html
+    for item in data["largest"]:
+        assert f'<a href="#m-{item["seq"]}">#{item["seq"]}, block {item["block"]}</a>' in html
+    assert html.count('class="share-bar"') == len(data["messages"])  # each message's share
+
+
+def test_a_compaction_divider_shows_its_figures_and_links(
+    api: ApiClient, operator_client: Any
+) -> None:
+    (cid,) = imported(api, Path(REAL) / "claude_code_compact_boundary.jsonl")
+    data = context(api, cid)
+    html = operator_client.get(f"/c/{cid}/").content.decode()
+    before = data["messages"][4]["cumulative"]
+    assert f"left out 5 earlier messages (≈{before:,} tokens)" in html
+    assert '<a href="#m-5">the summary it continued from</a>' in html
+    assert f'href="/c/{cid}/diff?b_compact=boundary"' in html
+
+
+def test_a_live_frame_carries_the_new_headline(api: ApiClient) -> None:
+    from conversations.live import fragments
+
+    cid = api.post(LIST, {"title": "live"}).json()["id"]
+    usage = {"usage": {"input_tokens": 1_000, "output_tokens": 5}, "model": "gpt-4o"}
+    api.post(f"{LIST}/{cid}/messages", {"role": "user", "blocks": [b.text("hi")]})
+    api.post(f"{LIST}/{cid}/messages",
+             {"role": "assistant", "blocks": [b.text("hello")], "metadata": usage})  # fmt: skip
+    frame = fragments.messages_frame(cid, [1], True, "openai")
+    assert 'data-next="' in frame.html and "measured at #1" in frame.html
+    grown = api.post(f"{LIST}/{cid}/messages", {"role": "user", "blocks": [b.text("more " * 50)]})
+    assert grown.status_code == 201
+    frame = fragments.messages_frame(cid, [2], True, "openai")
+    expected = context(api, cid)["next_request"]["tokens"]
+    assert f'data-next="{expected}" data-basis="measured"' in frame.html
+
+
+def test_a_share_link_shows_the_divider_without_the_diff_it_cannot_reach(api: ApiClient) -> None:
+    from django.test import Client
+
+    from conversations.record import services
+    from conversations.record.models import Conversation
+
+    (cid,) = imported(api, Path(REAL) / "claude_code_compact_boundary.jsonl")
+    _, token = services.share_create(conversation=Conversation.objects.get(id=cid))
+    html = Client().get(f"/s/{token}/").content.decode()
+    assert "left out 5 earlier messages" in html and "compaction-diff" not in html

@@ -97,8 +97,18 @@ def withhold_images(views: Sequence[presenters.MessageView]) -> list[presenters.
 
 def without_records(views: Sequence[presenters.MessageView]) -> list[presenters.MessageView]:
     """The views with no "copy record JSON" link: the whole record (metadata, origins,
-    images) is for operators, as the Markdown export is."""
-    return [dataclasses.replace(view, record_url="") for view in views]
+    images) is for operators, as the Markdown export is; nor a compaction's diff link,
+    a page no share link reaches."""
+    return [
+        dataclasses.replace(
+            view,
+            record_url="",
+            compaction=dataclasses.replace(view.compaction, diff_url="")
+            if view.compaction
+            else None,
+        )
+        for view in views
+    ]
 
 
 def link_state(link: ShareLink, now: datetime | None = None) -> str:

@@ -69,8 +69,14 @@ def messages_frame(
     pressure = token_counts.pressure(
         conversation, ReplayOptions(vision, shape), query=dict(view), total_blocks=total_blocks
     )
-    margin = presenters.margin_counts(token_counts.counted_shown(conversation, pressure, rows))
-    views = presenters.message_views(conversation, rows, vision=vision, shape=shape, margin=margin)
+    shown = token_counts.counted_shown(conversation, pressure, rows)
+    margin = presenters.margin_counts(shown, pressure.window.tokens)
+    compactions = presenters.compaction_views(
+        conversation.id, pressure.headline.compactions, pressure.cumulative
+    )
+    views = presenters.message_views(
+        conversation, rows, vision=vision, shape=shape, margin=margin, compactions=compactions
+    )
     if share:
         views = share_pages.without_records(views)
     if not images:

@@ -21,7 +21,12 @@ from conversations.dashboard.presenters.conversation import PageRead, conversati
 from conversations.dashboard.presenters.diff import DiffSide, diff_page
 from conversations.dashboard.presenters.links import query
 from conversations.dashboard.presenters.listing import conversation_rows, list_empty, list_pager
-from conversations.dashboard.presenters.messages import MessageView, block_full_text, message_views
+from conversations.dashboard.presenters.messages import (
+    MessageView,
+    block_full_text,
+    compaction_views,
+    message_views,
+)
 from conversations.dashboard.presenters.metadata import (
     CONVERSATION_META_ITEMS,
     MetaItem,
@@ -61,6 +66,7 @@ __all__ = [
     "margin_counts",
     "message_meta",
     "message_views",
+    "compaction_views",
     "pressure_view",
     "query",
     "shares_panel",

@@ -14,7 +14,11 @@ from conversations.core import page_windows, replay
 from conversations.core.search import MAX_QUERY_CHARS
 from conversations.dashboard import socket_urls
 from conversations.dashboard.presenters.links import projection_toggles, query
-from conversations.dashboard.presenters.messages import message_views, tool_pairs_view
+from conversations.dashboard.presenters.messages import (
+    compaction_views,
+    message_views,
+    tool_pairs_view,
+)
 from conversations.dashboard.presenters.metadata import conversation_meta, import_view
 from conversations.dashboard.presenters.pressure import margin_counts, pressure_view
 from conversations.dashboard.presenters.protocols import ConversationLike
@@ -69,7 +73,10 @@ def conversation_page(
             rows,
             vision=vision,
             shape=shape,
-            margin=margin_counts(read.counted),
+            margin=margin_counts(read.counted, pressure.window.tokens),
+            compactions=compaction_views(
+                conversation.id, pressure.headline.compactions, pressure.cumulative
+            ),
         ),
         "conversation": conversation,
         "vision": vision,

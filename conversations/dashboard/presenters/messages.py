@@ -11,12 +11,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import assert_never, cast
 
+from django.urls import reverse
+
 from conversations.core import blocks, preview, replay
+from conversations.core import next_request as nr
 from conversations.dashboard.presenters.links import (
     block_text_url,
     image_url,
@@ -90,6 +93,33 @@ class PartView:
 
 
 @dataclass(frozen=True)
+class CompactionView:
+    """A stored compaction boundary's figures (docs/contract.md §7 Compactions): what it
+    left out, what the provider measured after it, the summary, and the diff of the
+    request before it against the one after it."""
+
+    text: str
+    diff_url: str
+    summary_seq: int | None
+
+
+def compaction_views(
+    conversation_id: object, compactions: Sequence[nr.Compaction], cumulative: Sequence[int]
+) -> dict[int, CompactionView]:
+    """By the seq each boundary precedes; `cumulative` is the pressure's running total."""
+    views = {}
+    for c in compactions:
+        said = [f"left out {c.seq:,} earlier messages"]
+        if 0 < c.seq <= len(cumulative):
+            said[0] += f" (≈{cumulative[c.seq - 1]:,} tokens)"
+        if c.post_tokens is not None:
+            said.append(f"measured {c.post_tokens:,} tokens of input at #{c.post_seq}")
+        diff = reverse("conversation-diff", args=[str(conversation_id)])
+        views[c.seq] = CompactionView(" · ".join(said), diff + "?b_compact=boundary", c.summary_seq)
+    return views
+
+
+@dataclass(frozen=True)
 class MessageView:
     seq: int
     role: str
@@ -104,6 +134,7 @@ class MessageView:
     source_time: datetime | None = None  # the source's own timestamp (imports), parsed
     source_time_text: str = ""  # … or as stored, when it is not an ISO 8601 time
     boundary: str = ""  # a compaction boundary before this message, described
+    compaction: CompactionView | None = None  # … with the figures around it
     tokens: TokensView | None = None
     block_count: int = 0  # stored blocks: the message's live position
     hidden_blocks: int = 0  # stored blocks past the ones shown
@@ -233,6 +264,7 @@ def message_views(
     vision: bool,
     shape: replay.Shape,
     margin: dict[int, TokensView] | None = None,
+    compactions: Mapping[int, CompactionView] | None = None,
 ) -> list[MessageView]:
     """Each message beside its projection, bounded: a side shows at most `SIDE_BYTES`."""
     views = []
@@ -288,6 +320,7 @@ def message_views(
                 source_time=stamp,
                 source_time_text=stamp_text,
                 boundary=boundary(row.metadata),
+                compaction=(compactions or {}).get(row.seq),
                 tokens=margin_view,
                 folded=text is not None and folds(text),
                 block_count=row.block_count,

@@ -1,5 +1,7 @@
-"""Token counts as the page shows them: the pressure header (the total against the window,
-by kind, the trigger's mark) and each message's margin count (docs/contract.md §7)."""
+"""Token counts as the page shows them (docs/contract.md §7): the pressure header, led by
+the next request's size (measured where the record holds the provider's usage), the
+record's estimate by kind plus what the provider counts that the record lacks, the
+heaviest blocks and the trigger's mark; and each message's margin count and share."""
 
 from __future__ import annotations
 
@@ -19,13 +21,15 @@ class TokensView:
     tokens: int
     detail: str  # by kind and framing, for the title
     usage: str  # "measured 1,234 in · 56 out (×0.98 of ≈57)", or ""
+    share: str = ""  # of the window, "4.2%" ("" when no window is known)
+    share_width: float = 0.0  # the margin bar's width in percent, at least visible
 
     @property
     def label(self) -> str:
         return f"≈{self.tokens:,} tokens"
 
 
-def tokens_view(counted: Counted) -> TokensView:
+def tokens_view(counted: Counted, window: int | None = None) -> TokensView:
     c = counted.count
     parts = [f"{tokens.KIND_LABELS[k]} {n:,}" for k, n in c.by_kind.items()]
     parts.append(f"framing {c.framing:,}")
@@ -42,7 +46,11 @@ def tokens_view(counted: Counted) -> TokensView:
         elif counted.usage.output is not None:  # below the reply's own estimate: not a count
             said.append(f"out recorded as {counted.usage.output:,}, not trusted")
         usage = "measured " + " · ".join(said)
-    return TokensView(c.tokens, " · ".join(parts), usage)
+    share, width = "", 0.0
+    if window:
+        share = f"{c.tokens / window:.1%}"
+        width = min(100.0, max(0.5, round(100 * c.tokens / window, 2))) if c.tokens else 0.0
+    return TokensView(c.tokens, " · ".join(parts), usage, share, width)
 
 
 def measured_input(p: Pressure) -> str:
@@ -80,9 +88,30 @@ class Segment:
 
 
 @dataclass(frozen=True)
-class PressureView:
-    """The pressure header: the total against the window, by kind, and the trigger's mark."""
+class HeavyView:
+    seq: int
+    block: int
+    label: str  # the block kind's label
+    tokens: int
 
+    @property
+    def tokens_label(self) -> str:
+        return f"{self.tokens:,}"
+
+
+@dataclass(frozen=True)
+class PressureView:
+    """The pressure header: the next request against the window, the record by kind and
+    what it lacks, the heaviest blocks, and the trigger's mark."""
+
+    next_tokens: int
+    next_basis: str  # "measured" or "estimated"
+    next_note: str  # how the figure was made, for the reader
+    next_percent: str
+    next_over: bool
+    unrecorded: int | None
+    unrecorded_seq: int | None
+    largest: list[HeavyView]
     tokenizer: str
     total: int
     overhead: int
@@ -105,6 +134,14 @@ class PressureView:
         return f"{self.total:,}"
 
     @property
+    def next_label(self) -> str:
+        return f"{self.next_tokens:,}"
+
+    @property
+    def unrecorded_label(self) -> str:
+        return f"{self.unrecorded:,}" if self.unrecorded is not None else ""
+
+    @property
     def trigger_label(self) -> str:
         return f"{self.trigger:,}"
 
@@ -112,14 +149,34 @@ class PressureView:
 BAR = 1000
 
 
+def next_note(p: Pressure) -> str:
+    """How the next request's size was made, in the reader's words."""
+    head = p.headline
+    if head.next.basis == "measured":
+        factor = (
+            f", scaled ×{head.next.factor:.2f} for the tokenizer" if head.next.factor != 1 else ""
+        )
+        return f"measured at #{head.next.measured_seq} + ≈{head.next.since:,} since{factor}"
+    if head.unrecorded.tokens:
+        return (
+            f"estimated: the record ≈{head.next.tokens - head.unrecorded.tokens:,} + "
+            f"≈{head.unrecorded.tokens:,} unrecorded (inferred from usage at "
+            f"#{head.unrecorded.measured_seq})"
+        )
+    return "estimated from the record alone (no measured usage after the last boundary)"
+
+
 def pressure_view(p: Pressure, total_blocks: int) -> PressureView:
     by_kind = p.payload.by_kind()
     window = p.window.tokens
-    # The bar spans the window, or the total when it is past the window (or none is known).
-    scale = max(window or 0, p.total, 1)
+    head = p.headline
+    unrecorded = head.unrecorded.tokens or 0
+    # The bar spans the window, or what it holds when that is past the window (or none is
+    # known): the record by kind, then what the provider counted that the record lacks.
+    scale = max(window or 0, p.total + unrecorded, head.next.tokens, 1)
     segments, x = [], 0
-    for kind in tokens.COUNT_KINDS:
-        width = round(by_kind[kind] * BAR / scale)
+    for kind, n in [*((k, by_kind[k]) for k in tokens.COUNT_KINDS), ("unrecorded", unrecorded)]:
+        width = round(n * BAR / scale)
         if width:
             segments.append(Segment(kind, x, width))
             x += width
@@ -132,6 +189,16 @@ def pressure_view(p: Pressure, total_blocks: int) -> PressureView:
         else "unknown (no model named)"
     )
     return PressureView(
+        next_tokens=head.next.tokens,
+        next_basis=head.next.basis,
+        next_note=next_note(p),
+        next_percent=f"{head.next.tokens / window:.1%}" if window else "",
+        next_over=bool(window and head.next.tokens > window),
+        unrecorded=head.unrecorded.tokens,
+        unrecorded_seq=head.unrecorded.measured_seq,
+        largest=[
+            HeavyView(b.seq, b.block, tokens.KIND_LABELS[b.kind], b.tokens) for b in head.largest
+        ],
         tokenizer=tokens.TOKENIZER,
         total=p.total,
         overhead=p.payload.overhead,
@@ -159,7 +226,10 @@ def pressure_view(p: Pressure, total_blocks: int) -> PressureView:
     )
 
 
-def margin_counts(counted: Mapping[int, Counted]) -> dict[int, TokensView]:
+def margin_counts(
+    counted: Mapping[int, Counted], window: int | None = None
+) -> dict[int, TokensView]:
     """The margin counts of the messages shown (a page's window, a frame's messages), from
-    their counts as read for exactly the blocks shown (`token_counts.counted_shown`)."""
-    return {seq: tokens_view(c) for seq, c in counted.items()}
+    their counts as read for exactly the blocks shown (`token_counts.counted_shown`), each
+    with its share of the context `window`."""
+    return {seq: tokens_view(c, window) for seq, c in counted.items()}
