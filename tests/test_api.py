@@ -864,7 +864,7 @@ def test_an_overlong_key_is_refused(api):
     [
         ("put", LIST),
         ("delete", LIST),
-        ("patch", "{one}"),
+        ("patch", LIST),  # PATCH of one conversation sets its window (docs/contract.md §7)
         ("post", "{one}"),
         ("put", "{one}"),  # DELETE is allowed since docs/contract.md §3 of 2026-12-01
         ("get", "{messages}"),

@@ -224,3 +224,23 @@ def test_a_share_link_shows_the_divider_without_the_diff_it_cannot_reach(api: Ap
     _, token = services.share_create(conversation=Conversation.objects.get(id=cid))
     html = Client().get(f"/s/{token}/").content.decode()
     assert "left out 5 earlier messages" in html and "compaction-diff" not in html
+
+
+def test_the_window_is_set_per_conversation_through_the_api(api: ApiClient) -> None:
+    (cid,) = imported(api, Path(REAL) / "claude_code_compact_boundary.jsonl")
+    assert context(api, cid)["window_source"] == "table"
+
+    def patch(body: bytes) -> Any:
+        return api.client.patch(
+            f"{LIST}/{cid}", body, content_type="application/json", headers=api._headers(None)
+        )
+
+    response = patch(b'{"context_window": 50000}')
+    assert response.status_code == 200, response.content
+    data = context(api, cid)
+    assert (data["window"], data["window_source"]) == (50_000, "conversation")
+    assert context(api, cid, window=9_000)["window"] == 9_000  # the view still wins
+    for bad in (b'{"context_window": 0}', b'{"context_window": "x"}', b'{"title": "y"}', b"[]"):
+        assert patch(bad).status_code == 400, bad
+    back = patch(b'{"context_window": null}')
+    assert back.status_code == 200 and context(api, cid)["window_source"] == "table"

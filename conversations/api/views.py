@@ -26,6 +26,7 @@ from conversations.record.models import Conversation
 from conversations.record.schemas import (
     BLOCK_ADAPTER,
     ConversationIn,
+    ConversationPatch,
     MessageBatchIn,
     MessageIn,
     ShareIn,
@@ -134,12 +135,16 @@ def conversations(request: HttpRequest) -> HttpResponse:
     )
 
 
-@api("GET", "DELETE")
+@api("GET", "PATCH", "DELETE")
 def conversation(request: HttpRequest, conversation_id: str) -> HttpResponse:
     found = _conversation(conversation_id)
     if request.method == "DELETE":
         services.conversation_delete(conversation=found)
         return HttpResponse(status=204)
+    if request.method == "PATCH":
+        data = validate(ConversationPatch, parse_json(request))
+        found = services.conversation_window_set(conversation=found, tokens=data.context_window)
+        return json_response(shapes.conversation_data(found, url=_url(request, found)))
     return json_response(shapes.record_data(found, url=_url(request, found)))
 
 

@@ -16,6 +16,7 @@ from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from conversations.core import replay, strictjson
+from conversations.core.context_windows import MAX_WINDOW
 
 PILLOW_FORMATS = {
     "image/png": "PNG",
@@ -192,6 +193,13 @@ class ConversationIn(Strict):
     _title = field_validator("title")(no_nul)
     _metadata = field_validator("metadata")(storable)
     _metadata_text = field_validator("metadata")(no_nul)  # jsonb cannot hold U+0000
+
+
+class ConversationPatch(Strict):
+    """`PATCH /api/conversations/ID`: the context window a conversation counts against
+    (docs/contract.md §7), or null to go back to its model's."""
+
+    context_window: Annotated[int, Field(ge=1, le=MAX_WINDOW)] | None
 
 
 SHARE_MAX_SECONDS = 30 * 24 * 3600

@@ -28,6 +28,7 @@ from conversations.record.services.conversations import (
     conversation_create,
     conversation_delete,
     conversation_update,
+    conversation_window_set,
     conversations_prune,
 )
 from conversations.record.services.errors import IngestError
@@ -81,6 +82,7 @@ __all__ = [
     "conversation_delete",
     "conversation_import",
     "conversation_update",
+    "conversation_window_set",
     "conversations_prune",
     "gc_paused",
     "idempotent_response_save",

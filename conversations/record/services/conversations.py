@@ -38,6 +38,17 @@ def conversation_update(
     return conversation
 
 
+def conversation_window_set(*, conversation: Conversation, tokens: int | None) -> Conversation:
+    """Count this conversation against a window of `tokens` (None: its model's window),
+    kept in its metadata as `context_window` (docs/contract.md §7)."""
+    with transaction.atomic():
+        locked = _lock(conversation)
+        metadata = {k: v for k, v in locked.metadata.items() if k != "context_window"}
+        if tokens is not None:
+            metadata["context_window"] = tokens
+        return conversation_update(conversation=locked, title=locked.title, metadata=metadata)
+
+
 def conversation_delete(*, conversation: Conversation) -> tuple[int, int]:
     """Delete a conversation with its messages and blocks, whole or not at all; returns
     (messages, blocks) deleted. Broadcasts conversation.deleted on commit."""
