@@ -244,3 +244,11 @@ def test_the_window_is_set_per_conversation_through_the_api(api: ApiClient) -> N
         assert patch(bad).status_code == 400, bad
     back = patch(b'{"context_window": null}')
     assert back.status_code == 200 and context(api, cid)["window_source"] == "table"
+
+
+def test_the_list_counts_a_conversation_s_compactions(api: ApiClient, operator_client: Any) -> None:
+    (cid,) = imported(api, Path(REAL) / "claude_code_compact_boundary.jsonl")
+    html = operator_client.get("/").content.decode()
+    row = html[html.index(f'id="c-{cid}"') :]
+    assert '<span class="badge compactions"' in row[: row.index("</tr>")]
+    assert "1 compaction</span>" in row[: row.index("</tr>")]

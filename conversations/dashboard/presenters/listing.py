@@ -13,6 +13,7 @@ from django.core.paginator import Page
 from django.utils import timezone
 from django.utils.timesince import timesince
 
+from conversations.core import next_request as nr
 from conversations.core.list_status import ListFilters
 from conversations.dashboard.presenters.protocols import ConversationLike
 from conversations.record.rows import SearchHit, conversation_model
@@ -36,6 +37,7 @@ class ConversationRow:
     model: str = ""  # the latest message's model, else the conversation's own
     messages: str = "0"  # the message count with thousands separators
     errors: str = ""  # the error results' count with separators; "" for none
+    compactions: str = ""  # "2 compactions" when compaction boundaries are stored
     # With a search: the first matching block's message link and text around the match.
     hit_url: str = ""
     hit_label: str = ""
@@ -80,6 +82,11 @@ def list_empty(*, q: str, filters: ListFilters) -> str:
     return "No conversations yet. Post one to the API (see the README)."
 
 
+def _compactions(metadata: object) -> str:
+    count = len(nr.boundary_marks(metadata))
+    return f"{count:,} compaction{'s' if count != 1 else ''}" if count else ""
+
+
 def conversation_rows(
     conversations: Sequence[ConversationLike], *, hits: Mapping[Any, SearchHit] | None = None
 ) -> list[ConversationRow]:
@@ -101,6 +108,7 @@ def conversation_rows(
                 model=conversation_model(c),
                 messages=f"{c.message_count:,}",
                 errors=f"{c.error_count:,}" if c.error_count else "",
+                compactions=_compactions(c.metadata),
                 hit_url=f"{c.get_absolute_url()}#m-{hit.message_seq}" if hit else "",
                 hit_label=f"message {hit.message_seq}" if hit else "",
                 snippet=hit.snippet if hit else "",
