@@ -155,7 +155,7 @@ function cursorFrom(place, direction) {
 // --- problems: n / N, and the buttons ------------------------------------------------
 
 var busy = false;
-var WHAT = { error: "Tool error", unanswered: "Tool call with no result" };
+var WHAT = { error: "Tool error", unanswered: "Tool call with no result", compaction: "Compaction" };
 
 function problem(direction) {
   if (busy) { return; }

@@ -393,3 +393,55 @@ def test_a_step_walks_a_range_of_messages_by_their_index() -> None:
     )
     assert "(conversation_id=? AND seq>? AND seq<?)" in plan, plan
     assert "message_id=?" in plan and '"conversations_conversation"' not in sql
+
+
+# -- compactions: n / N step to them too (docs/contract.md §7) ------------------------------
+
+
+def with_boundaries(conversation: Conversation, *seqs: int) -> Conversation:
+    marks = [{"kind": "compact_boundary", "trigger": "auto", "seq": seq} for seq in seqs]
+    return services.conversation_update(
+        conversation=conversation,
+        title=conversation.title,
+        metadata=conversation.metadata | {"compact_boundaries": marks},
+    )
+
+
+def test_n_and_shift_n_step_to_compactions_between_problems(operator_client: Client) -> None:
+    conversation = with_boundaries(stored(rounds(40, error_at=20)), 10, 30)
+    places = []
+    after = None
+    while True:  # forward from the start, through every step
+        body = find(
+            operator_client, conversation, kind="problem", **({"after": after} if after else {})
+        )
+        if body["found"] is None and body["resume"] is None:
+            break
+        if body["found"] is None:
+            after = body["resume"]
+            continue
+        places.append((body["found"]["seq"], body["found"]["what"]))
+        after = f"{body['found']['seq']}.{body['found']['block']}"
+    assert places == [(10, "compaction"), (21, "error"), (30, "compaction")]
+    body = find(operator_client, conversation, kind="problem", before="30")
+    assert (body["found"]["seq"], body["found"]["what"]) == (21, "error")
+    body = find(operator_client, conversation, kind="problem", before="30.1")
+    assert body["found"] == {"seq": 30, "block": 0, "type": "compaction", "what": "compaction",
+                             "call_id": ""}  # fmt: skip
+    body = find(operator_client, conversation, kind="problem", before="21.0")
+    assert (body["found"]["seq"], body["found"]["what"]) == (10, "compaction")
+
+
+def test_a_compaction_beyond_a_step_waits_for_the_step_that_reaches_it(
+    operator_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(finder_reads, "SCAN_MESSAGES", 10)
+    conversation = with_boundaries(stored(rounds(40)), 25)
+    body = find(operator_client, conversation, kind="problem")
+    assert body == {"found": None, "resume": "9"}  # looked at #0–#9 only
+    body = find(operator_client, conversation, kind="problem", after="19")
+    assert body["found"]["seq"] == 25
+    # A boundary at the last message a step looked at is found in that step.
+    conversation = with_boundaries(stored(rounds(40)), 9)
+    body = find(operator_client, conversation, kind="problem")
+    assert body["found"]["seq"] == 9

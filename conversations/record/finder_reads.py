@@ -19,6 +19,7 @@ from typing import NamedTuple, assert_never
 from django.db.models import Exists, Max, Min, OuterRef, Q, QuerySet
 from django.db.models.functions import Substr
 
+from conversations.core import compact
 from conversations.core.blocks import ToolSide, kind_named, tool_side
 from conversations.core.finder import Cursor, FindKind
 from conversations.core.search import SNIPPET_SCAN_CHARS, parse_query, snippet
@@ -117,7 +118,58 @@ def find_step(
     before: Cursor | None = None,
 ) -> Step:
     """The first block of `kind` after `after` (or from the start), or the last one before
-    `before`, within one step of `SCAN_MESSAGES` messages."""
+    `before`, within one step of `SCAN_MESSAGES` messages. Problems (n / N) include the
+    stored compaction boundaries, found at the first block of the message they precede."""
+    step = _block_step(conversation, kind, after=after, before=before)
+    if kind != "problem":
+        return step
+    # Open bounds (seq, block) of what this step looked at; a boundary on the found block's
+    # own place yields to the block.
+    far, near = (conversation.message_count, -1), (-1, LAST_BLOCK)
+    found, resume = step.found, step.resume
+    if before is None:
+        low = near if after is None else _place(after, LAST_BLOCK)
+        high = (found.seq, found.block) if found else far
+        if not found and resume is not None:
+            high = _place(resume, LAST_BLOCK, inclusive=True)
+        marks = [(seq, 0) for seq in compact.boundary_seqs(conversation.metadata)]
+        inside = sorted(m for m in marks if low < m < high)
+    else:
+        high = _place(before, -1)
+        low = (found.seq, found.block) if found else near
+        if not found and resume is not None:
+            low = _place(resume, -1, inclusive=True, downward=True)
+        marks = [(seq, 0) for seq in compact.boundary_seqs(conversation.metadata)]
+        inside = sorted((m for m in marks if low < m < high), reverse=True)
+    if inside:
+        return Step(Found(inside[0][0], 0, "compaction", "compaction", ""), None)
+    return step
+
+
+LAST_BLOCK = 1 << 62  # past any block's seq
+
+
+def _place(
+    cursor: Cursor, whole: int, *, inclusive: bool = False, downward: bool = False
+) -> tuple[int, int]:
+    """A cursor as an open bound: a message cursor stands for the message `whole`-ly; an
+    `inclusive` one (where a step goes on from) reaches one place further."""
+    if cursor.block is None:
+        if inclusive:
+            return (cursor.seq - 1, LAST_BLOCK) if downward else (cursor.seq + 1, -1)
+        return (cursor.seq, whole)
+    if inclusive:
+        return (cursor.seq, cursor.block - 1) if downward else (cursor.seq, cursor.block + 1)
+    return (cursor.seq, cursor.block)
+
+
+def _block_step(
+    conversation: Conversation,
+    kind: FindKind,
+    *,
+    after: Cursor | None,
+    before: Cursor | None,
+) -> Step:
     end = conversation.message_count
     rows = _blocks(conversation).filter(_kind_condition(kind))
     forward = before is None
