@@ -145,6 +145,16 @@ function reloadWindow(url) {
   }, function () { reloading = false; });
 }
 
+// The fragment's markup for htmx to parse again. Parsing drops the newline that opens a
+// <pre> and serialising does not put it back, so without one added here a text that
+// starts with a newline would show one fewer live than after a reload.
+function markup(node) {
+  node.querySelectorAll("pre").forEach(function (pre) {
+    pre.insertBefore(document.createTextNode("\n"), pre.firstChild);
+  });
+  return node.outerHTML;
+}
+
 // Applies one message fragment: "added" (a new message), a count of new blocks of a
 // message already shown, or 0 (nothing new).
 function applyMessage(node) {
@@ -155,7 +165,7 @@ function applyMessage(node) {
     var had = parseInt(existing.getAttribute("data-blocks"), 10);
     if (had >= blocks) { return 0; }
     var wasCurrent = existing.classList.contains("current");
-    htmx.swap(existing, node.outerHTML, { swapStyle: "outerHTML" });
+    htmx.swap(existing, markup(node), { swapStyle: "outerHTML" });
     if (wasCurrent) { document.getElementById("m-" + seq).classList.add("current"); }
     return blocks - had;
   }
@@ -172,9 +182,9 @@ function applyMessage(node) {
     if (seqOf(held[i]) > seq) { next = held[i]; break; }
   }
   if (next) {
-    htmx.swap(next, node.outerHTML, { swapStyle: "beforebegin" });
+    htmx.swap(next, markup(node), { swapStyle: "beforebegin" });
   } else {
-    htmx.swap(messagesBox(), node.outerHTML, { swapStyle: "beforeend" });
+    htmx.swap(messagesBox(), markup(node), { swapStyle: "beforeend" });
   }
   return "added";
 }
@@ -194,7 +204,7 @@ function applyTotals(node) {
     parseInt(totals.getAttribute("data-messages"), 10) ||
     parseInt(node.getAttribute("data-blocks"), 10) >
     parseInt(totals.getAttribute("data-blocks"), 10);
-  if (newer) { htmx.swap(totals, node.outerHTML, { swapStyle: "outerHTML" }); }
+  if (newer) { htmx.swap(totals, markup(node), { swapStyle: "outerHTML" }); }
 }
 
 function applyRow(node) {
@@ -211,7 +221,7 @@ function applyRow(node) {
   }
   var empty = document.querySelector("#results > p.empty");
   if (empty) { empty.remove(); }
-  htmx.swap(body, node.outerHTML, { swapStyle: "afterbegin" });
+  htmx.swap(body, markup(node), { swapStyle: "afterbegin" });
 }
 
 document.addEventListener("htmx:wsConnecting", function (event) {

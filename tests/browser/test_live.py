@@ -548,3 +548,21 @@ def test_following_the_tail_trims_the_far_end_beyond_300_messages(operator_page,
     expect(messages.first).to_have_id("m-0")
     expect(messages.last).to_have_id("m-299")
     expect(page.locator("#later button")).to_have_text("Load later messages (after #299)")
+
+
+def test_a_text_that_starts_with_newlines_shows_the_same_live_as_after_a_reload(
+    operator_page, agent
+):
+    # Claude Code writes "\n\n" text blocks: a swap that serialises the frame and parses
+    # it again loses the one leading newline the parser drops after <pre>.
+    page = operator_page
+    c = conversation("newlines", [("user", [text("start")])])
+    open_live(page, detail(c))
+    post_message(agent, c, "assistant", [text("\n\nafter two newlines")])
+    expect(record_blocks(page, 1)).to_have_count(1)
+    live = [record_blocks(page, 1).first.locator("pre").text_content(), projection_text(page, 1)]
+    page.reload()
+    expect(record_blocks(page, 1)).to_have_count(1)
+    again = [record_blocks(page, 1).first.locator("pre").text_content(), projection_text(page, 1)]
+    assert again == ["\n\nafter two newlines"] * 2
+    assert live == again
