@@ -74,6 +74,26 @@ function explain(code) {
     notice.appendChild(link);
   }
   notice.hidden = false;
+  if (code === 4404 || code === 4410) { disableGone(); }
+}
+
+// What no longer works once the conversation is deleted or the link revoked: the payload
+// and its copies, the exports, the compaction and diff pages, sharing, loading more.
+var GONE = "#copy-payload, #download-payload, #export-markdown, #context-link, #diff-link, " +
+  "#shares button, #shares input, #shares select, #earlier a, #later a, .copy-projection, " +
+  ".copy-record, .load-rest";
+
+function disableGone() {
+  document.querySelectorAll(GONE).forEach(function (element) {
+    if (element.tagName === "A") {
+      element.removeAttribute("href");
+      element.removeAttribute("hx-get");
+      element.setAttribute("aria-disabled", "true");
+    } else {
+      element.disabled = true;
+    }
+    element.classList.add("gone");
+  });
 }
 
 var opened = new WeakSet();  // socket elements that have been live at least once

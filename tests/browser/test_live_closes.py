@@ -89,3 +89,29 @@ def test_a_deleted_conversations_open_page_is_told_and_stops(
     expect(listing.locator(f"#c-{kept.id}")).to_be_visible()
     time.sleep(WATCH)
     assert len(opened) == 1, f"the page kept reconnecting: {opened}"
+
+
+def test_a_deletion_is_told_where_the_reader_is_and_its_actions_are_disabled(
+    operator_page: Any, agent: httpx.Client
+) -> None:
+    page = operator_page
+    blocks = [{"type": "text", "text": f"line {n}\n" * 30} for n in range(40)]
+    c = conversation("long and doomed", [("user", [b]) for b in blocks])
+    page.goto(f"/c/{c.id}/#m-20")  # deep in the page, far from its top
+    expect(page.locator("#live-status")).to_have_text("live")
+    page.evaluate("window.scrollTo(0, document.body.scrollHeight / 2)")
+
+    assert agent.delete(f"/api/conversations/{c.id}").status_code == 204
+
+    notice = page.locator("#live-notice")
+    expect(notice).to_contain_text("This conversation was deleted")
+    box = notice.bounding_box()
+    viewport = page.viewport_size
+    assert box is not None and viewport is not None
+    assert 0 <= box["y"] and box["y"] + box["height"] <= viewport["height"], box  # in view
+    expect(notice).to_be_in_viewport()
+    expect(page.locator("#copy-payload")).to_be_disabled()
+    for link in ("#download-payload", "#context-link", "#diff-link"):
+        expect(page.locator(link)).to_have_attribute("aria-disabled", "true")
+        assert page.locator(link).get_attribute("href") is None
+    expect(page.locator("#m-20 .copy-projection")).to_be_disabled()
