@@ -463,3 +463,32 @@ def test_a_long_block_shows_its_start_and_loads_the_rest_on_demand(operator_page
     page.wait_for_function(
         "(n) => document.querySelector('#m-0 .record pre').textContent.length === n", arg=len(big)
     )
+
+
+def test_readme_screenshot_of_the_next_request_on_a_real_session(operator_page):
+    """The README's headline screenshot: a real Claude Code session (tests/fixtures/real),
+    imported as an operator would; REPLAY_UPDATE_SCREENSHOT=1 saves it."""
+    from tests.realdata import REAL
+
+    raw = (REAL / "claude_code_tool_heavy_parallel_interrupts.jsonl").read_bytes()
+    outcome = off_loop(
+        lambda: services.transcript_import(
+            raw=raw, format="claude-code", title=None, file_name="session.jsonl"
+        )
+    )
+    page = operator_page
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto(detail(outcome.conversation))
+    expect(page.locator("#live-status")).to_have_text("live")
+    headline = page.locator("#pressure .pressure-next")
+    expect(headline).to_contain_text("tokens next request — measured at #14 + ≈")
+    expect(page.locator("#pressure .kind-unrecorded")).to_contain_text("Unrecorded (inferred)")
+    page.locator("#pressure .largest summary").click()
+    first = page.locator("#pressure .largest li a").first
+    target = first.get_attribute("href")
+    image = page.locator("#pressure").screenshot()
+    assert image.startswith(b"\x89PNG")
+    first.click()
+    expect(page.locator(str(target))).to_be_in_viewport()
+    if os.environ.get("REPLAY_UPDATE_SCREENSHOT") == "1":
+        (ROOT / "static" / "screenshot-next-request.png").write_bytes(image)
