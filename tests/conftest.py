@@ -31,6 +31,17 @@ def django_db_modify_db_settings(tmp_path_factory: pytest.TempPathFactory) -> No
         db.setdefault("TEST", {})["NAME"] = str(tmp_path_factory.mktemp("db") / "test.sqlite3")
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """`@pytest.mark.sqlite(only=True)`: a path SQLite alone has (its query planner), skipped
+    on another database as Django's own suite skips by database feature. The SQLite pass of
+    `make test` (`-m sqlite`) runs it."""
+    if any(mark.kwargs.get("only") for mark in item.iter_markers("sqlite")):
+        from django.db import connection
+
+        if connection.vendor != "sqlite":
+            pytest.skip(f"SQLite's own path, not {connection.vendor}'s: runs in make test-sqlite")
+
+
 @pytest.fixture(scope="session")
 def empty_static_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("staticfiles")

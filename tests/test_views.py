@@ -222,6 +222,7 @@ def endpoints(conversation: Conversation) -> list[str]:
     ]
 
 
+@pytest.mark.sqlite
 def test_every_page_answers_an_operator(operator_client: Client, rich: Conversation) -> None:
     for url in endpoints(rich):
         response = operator_client.get(url)
@@ -343,6 +344,7 @@ def row_titles(root: Node) -> list[str]:
     return [row.find("a").text for row in list_rows(root)]
 
 
+@pytest.mark.sqlite
 def test_list_shows_newest_activity_first(operator_client: Client, db: None) -> None:
     first = conversation_with("First", ("user", [text("hello")]))
     conversation_with("Second")
@@ -434,6 +436,7 @@ def test_unanswered_badge_follows_blocks_appended_to_the_last_message(
     assert not list_rows(page(operator_client.get("/")))[0].find_all(cls="pending")
 
 
+@pytest.mark.sqlite
 def test_search_matches_titles_and_block_text(operator_client: Client, db: None) -> None:
     conversation_with("Quarterly Invoice review", ("user", [text("hello")]))
     conversation_with("Weather", ("user", [text("Is the INVOICE paid?")]))
@@ -452,6 +455,7 @@ def test_search_matches_titles_and_block_text(operator_client: Client, db: None)
     assert search.attrs["value"] == "zebra"
 
 
+@pytest.mark.sqlite
 def test_list_paginates_25_per_page(operator_client: Client, db: None) -> None:
     for n in range(27):
         conversation_with(f"Conversation {n:02d}")
@@ -472,6 +476,7 @@ def test_list_paginates_25_per_page(operator_client: Client, db: None) -> None:
     )
 
 
+@pytest.mark.sqlite
 def test_pagination_keeps_the_search(operator_client: Client, db: None) -> None:
     for n in range(26):
         conversation_with(f"Match {n}")
@@ -569,6 +574,7 @@ def test_default_toggles_are_vision_on_and_openai(
     assert projection(detail_url(rich)) != projection(detail_url(rich, vision=0))
 
 
+@pytest.mark.sqlite
 def test_record_side_shows_each_block_for_its_type(
     operator_client: Client, rich: Conversation
 ) -> None:
