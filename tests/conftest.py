@@ -24,7 +24,10 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 @pytest.fixture(scope="session")
-def django_db_modify_db_settings(tmp_path_factory: pytest.TempPathFactory) -> None:
+def django_db_modify_db_settings(
+    django_db_modify_db_settings_parallel_suffix: None, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # pytest-django's own suffix first (test_NAME_gw0 under xdist), as its default does.
     # A file, not :memory:, so that a daphne subprocess sees the same test database.
     db = settings.DATABASES["default"]
     if db["ENGINE"].endswith("sqlite3"):
@@ -56,6 +59,12 @@ def test_settings(settings: Any, empty_static_root: Path) -> None:
     }
     # Signing in is tested, not the cost of the production password hasher.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # This process's layer is the in-memory one even when REDIS_URL is set (it then names
+    # the Redis that the Redis tests and the daphne servers use): the tests of consumers
+    # and events read its groups, and a test of the Redis layer sets it itself.
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "conversations.live.layers.ThrottledInMemoryChannelLayer"}
+    }
 
 
 class ApiClient:
