@@ -147,8 +147,11 @@ def start_daphne(tmp: Path, env: dict[str, str] | None = None, port: int | None 
     """daphne on the test database; on `port` to restart a server where clients expect it."""
     port = port or free_port()
     log = tmp / f"daphne-{port}-{time.monotonic_ns()}.log"
+    # REDIS_URL only when a test gives it: a server of its own layer, as this process has,
+    # never one shared with another run's servers through the developer's Redis.
+    inherited = {key: value for key, value in os.environ.items() if key != "REDIS_URL"}
     environment = (
-        os.environ
+        inherited
         | {
             "DATABASE_URL": database_url(),
             "DJANGO_DEBUG": "1",
