@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 
-.PHONY: install run test test-sqlite test-postgres lint bench clean
+.PHONY: install run test test-sqlite test-sqlite-all test-postgres lint bench clean
 
 install: $(VENV)/.installed
 
@@ -22,22 +22,37 @@ run: install
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy .
 	$(BIN)/lint-imports
 
-# The whole suite on SQLite, then again on PostgreSQL when one is reachable
-# (REPLAY_REQUIRE_SERVICES=1 turns "not reachable" into a failure).
-test: lint test-sqlite test-postgres
-
-test-sqlite: install
-	env -u DATABASE_URL $(BIN)/pytest
+# The whole suite on PostgreSQL, the production database; then on SQLite the tests marked
+# `sqlite` (FTS5 search, WAL and the busy timeout, SQLite's query plans, the embedded
+# default, a smoke set of the API and pages). Without a reachable PostgreSQL the whole suite
+# runs on SQLite instead (REPLAY_REQUIRE_SERVICES=1 turns "not reachable" into a failure).
+test: lint
+	@url=$$($(BIN)/python -m tests.services postgres) || exit $$?; \
+	if [ -n "$$url" ]; then \
+		$(MAKE) --no-print-directory test-postgres && $(MAKE) --no-print-directory test-sqlite; \
+	else \
+		echo "== no PostgreSQL: the whole suite on SQLite"; \
+		$(MAKE) --no-print-directory test-sqlite-all; \
+	fi
 
 test-postgres: install
 	@url=$$($(BIN)/python -m tests.services postgres) || exit $$?; \
 	if [ -n "$$url" ]; then \
-		echo "== the suite again on PostgreSQL ($$url)"; \
+		echo "== the whole suite on PostgreSQL ($$url)"; \
 		DATABASE_URL="$$url" $(BIN)/pytest; \
 	fi
+
+test-sqlite: install
+	@echo "== SQLite's own paths and the smoke set (-m sqlite)"
+	env -u DATABASE_URL $(BIN)/pytest -m sqlite
+
+# For a machine without PostgreSQL: every test on SQLite.
+test-sqlite-all: install
+	env -u DATABASE_URL $(BIN)/pytest
 
 # Each prints its figures against the issues' targets; all of them run even if one misses.
 bench: install

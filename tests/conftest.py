@@ -24,11 +24,25 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 @pytest.fixture(scope="session")
-def django_db_modify_db_settings(tmp_path_factory: pytest.TempPathFactory) -> None:
+def django_db_modify_db_settings(
+    django_db_modify_db_settings_parallel_suffix: None, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # pytest-django's own suffix first (test_NAME_gw0 under xdist), as its default does.
     # A file, not :memory:, so that a daphne subprocess sees the same test database.
     db = settings.DATABASES["default"]
     if db["ENGINE"].endswith("sqlite3"):
         db.setdefault("TEST", {})["NAME"] = str(tmp_path_factory.mktemp("db") / "test.sqlite3")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """`@pytest.mark.sqlite(only=True)`: a path SQLite alone has (its query planner), skipped
+    on another database as Django's own suite skips by database feature. The SQLite pass of
+    `make test` (`-m sqlite`) runs it."""
+    if any(mark.kwargs.get("only") for mark in item.iter_markers("sqlite")):
+        from django.db import connection
+
+        if connection.vendor != "sqlite":
+            pytest.skip(f"SQLite's own path, not {connection.vendor}'s: runs in make test-sqlite")
 
 
 @pytest.fixture(scope="session")
@@ -45,6 +59,12 @@ def test_settings(settings: Any, empty_static_root: Path) -> None:
     }
     # Signing in is tested, not the cost of the production password hasher.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # This process's layer is the in-memory one even when REDIS_URL is set (it then names
+    # the Redis that the Redis tests and the daphne servers use): the tests of consumers
+    # and events read its groups, and a test of the Redis layer sets it itself.
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "conversations.live.layers.ThrottledInMemoryChannelLayer"}
+    }
 
 
 class ApiClient:
@@ -127,8 +147,11 @@ def start_daphne(tmp: Path, env: dict[str, str] | None = None, port: int | None 
     """daphne on the test database; on `port` to restart a server where clients expect it."""
     port = port or free_port()
     log = tmp / f"daphne-{port}-{time.monotonic_ns()}.log"
+    # REDIS_URL only when a test gives it: a server of its own layer, as this process has,
+    # never one shared with another run's servers through the developer's Redis.
+    inherited = {key: value for key, value in os.environ.items() if key != "REDIS_URL"}
     environment = (
-        os.environ
+        inherited
         | {
             "DATABASE_URL": database_url(),
             "DJANGO_DEBUG": "1",

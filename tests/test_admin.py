@@ -116,6 +116,7 @@ def test_conversation_changelist_lists_with_message_count_and_dashboard_link(
     assert f'href="/c/{conversation.id}/"' in page
 
 
+@pytest.mark.sqlite
 def test_conversation_changelist_searches_titles(admin_client: Client) -> None:
     services.conversation_create(title="Alpha deploy")
     services.conversation_create(title="Beta rollback")
@@ -256,6 +257,7 @@ def listed_messages(page: str) -> set[int]:
     return {int(pk) for pk in re.findall(r'href="/admin/conversations/message/(\d+)/change/', page)}
 
 
+@pytest.mark.sqlite
 def test_message_search_finds_block_text_tools_titles_and_ids(admin_client: Client) -> None:
     incident = services.conversation_create(title="Quarterly incident review")
     said = append(incident, "user", {"type": "text", "text": "Is the zebra-42 invoice paid?"})
@@ -288,6 +290,7 @@ def test_message_search_finds_block_text_tools_titles_and_ids(admin_client: Clie
     assert found("elephant") == set()
 
 
+@pytest.mark.sqlite
 def test_message_search_reads_a_bounded_number_of_blocks(
     admin_client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -303,6 +306,7 @@ def test_message_search_reads_a_bounded_number_of_blocks(
     assert any("More than 3 blocks" in m for m in shown), shown
 
 
+@pytest.mark.sqlite
 def test_message_search_lists_the_messages_of_a_bounded_number_of_titles(
     admin_client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -318,6 +322,7 @@ def test_message_search_lists_the_messages_of_a_bounded_number_of_titles(
     assert any("or 2 titles" in m for m in shown), shown
 
 
+@pytest.mark.sqlite
 def test_message_search_says_why_a_long_query_is_refused(admin_client: Client) -> None:
     response = admin_client.get(MESSAGES, {"q": "word " * 50}, follow=True)
 

@@ -201,6 +201,7 @@ def test_api_posts_need_no_csrf_token(token):
 # --- POST /api/conversations ---------------------------------------------------------
 
 
+@pytest.mark.sqlite
 def test_creating_a_conversation_answers_its_id_title_url_and_metadata(api):
     response = api.post(LIST, {"title": "Support run ✓", "metadata": {"agent": "triage"}})
     assert response.status_code == 201
@@ -251,6 +252,7 @@ def titles(response: Any) -> list[str]:
     return [c["title"] for c in response.json()["results"]]
 
 
+@pytest.mark.sqlite
 def test_list_shows_newest_activity_first(api):
     a, b, c = (create(api, title) for title in ("a", "b", "c"))
     assert titles(api.get(LIST)) == ["c", "b", "a"]
@@ -265,6 +267,7 @@ def test_list_shows_newest_activity_first(api):
     assert listed["url"] == f"http://testserver/c/{a['id']}/"
 
 
+@pytest.mark.sqlite
 def test_search_finds_conversations_by_title_and_by_block_text(api):
     by_title = create(api, "Refund for the Zebra order")
     by_text = create(api, "Untitled")
@@ -282,6 +285,7 @@ def test_search_finds_conversations_by_title_and_by_block_text(api):
     assert len(titles(api.get(LIST, q=""))) == 4
 
 
+@pytest.mark.sqlite
 def test_search_matches_a_conversation_once_however_many_blocks_match(api):
     cid = create(api, "Repeats")["id"]
     append(api, cid, "user", [{"type": "text", "text": "needle"}] * 3)
@@ -291,12 +295,14 @@ def test_search_matches_a_conversation_once_however_many_blocks_match(api):
     assert found["count"] == 1
 
 
+@pytest.mark.sqlite
 @pytest.mark.parametrize("q", ["%", "_", "\\"])
 def test_search_wildcards_are_taken_literally(api, q):
     create(api, "plain title")
     assert titles(api.get(LIST, q=q)) == []
 
 
+@pytest.mark.sqlite
 def test_list_is_paginated_with_next_and_previous_links(api):
     for n in range(5):
         create(api, f"c{n}")
@@ -313,6 +319,7 @@ def test_list_is_paginated_with_next_and_previous_links(api):
     assert last["next"] is None
 
 
+@pytest.mark.sqlite
 def test_pagination_links_keep_the_search(api):
     for n in range(3):
         create(api, f"needle {n}")
@@ -353,6 +360,7 @@ def test_an_odd_page_number_is_refused_not_a_server_error(api, value):
     assert "error" in response.json()
 
 
+@pytest.mark.sqlite
 def test_a_search_with_a_nul_character_is_answered_not_a_server_error(api):
     # PostgreSQL text cannot hold U+0000: the query must be refused or matched, never crash.
     create(api, "plain")
@@ -372,6 +380,7 @@ TOOL_INPUT_RAW = (
 )
 
 
+@pytest.mark.sqlite
 def test_the_record_holds_every_message_and_block_in_order(api):
     conv = create(api, "Whole", metadata={"k": [1, 2]})
     cid = conv["id"]
@@ -428,6 +437,7 @@ def test_the_record_is_deterministic(api):
     assert first.content == second.content
 
 
+@pytest.mark.sqlite
 def test_tool_use_input_keeps_its_key_order_byte_for_byte(api):
     cid = create(api, "Order")["id"]
     raw = TOOL_INPUT_RAW.encode()
@@ -479,6 +489,7 @@ def test_messages_get_dense_seqs_from_zero(api):
     assert Conversation.objects.get(pk=cid).message_count == 3
 
 
+@pytest.mark.sqlite
 def test_a_message_may_carry_every_block_type(api):
     cid = create(api)["id"]
     png = png_b64()
@@ -608,6 +619,7 @@ def test_an_image_in_an_assistant_message_names_the_block(api, conversation):
 # --- POST /api/conversations/ID/messages/SEQ/blocks ----------------------------------
 
 
+@pytest.mark.sqlite
 def test_blocks_are_appended_at_the_end_with_dense_seqs(api):
     cid = create(api)["id"]
     append(api, cid, "assistant", [GOOD[0]])

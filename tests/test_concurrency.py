@@ -26,7 +26,7 @@ from conversations.record.models import Block, Conversation, Message
 from conversations.record.schemas import ReasoningIn, TextIn
 from tests.conftest import ROOT, Server, database_url
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.sqlite]  # WAL, busy timeout
 
 THREADS = 8
 APPENDS_PER_THREAD = 25

@@ -20,7 +20,7 @@ from conversations.record import selectors, services, shapes
 from conversations.record.models import Conversation, Message
 from conversations.record.schemas import TextIn
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.sqlite]  # WAL, busy timeout
 
 
 def text(value: str) -> TextIn:

@@ -205,6 +205,7 @@ def test_the_filters_narrow_the_list(operator_client: Client, three: Any) -> Non
     }
 
 
+@pytest.mark.sqlite
 def test_the_filters_combine_with_the_search(operator_client: Client, three: Any) -> None:
     store("Other failure", ("user", [error("x")], {}))
     assert titles(operator_client.get("/", {"has_errors": "1"})) == {
@@ -232,6 +233,7 @@ def test_the_form_shows_the_filters_that_are_on(operator_client: Client, three: 
     assert "ws-connect" in page(operator_client.get("/")).by_id("results").attrs  # type: ignore[union-attr]
 
 
+@pytest.mark.sqlite
 def test_paging_keeps_the_search_and_the_filters(operator_client: Client, db: None) -> None:
     for n in range(27):
         store(f"Failing {n:02d}", ("user", [error("x")], {}))
@@ -278,6 +280,7 @@ def test_a_hostile_model_name_is_text(operator_client: Client, db: None) -> None
     assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in body
 
 
+@pytest.mark.sqlite
 def test_search_finds_tool_names_and_inputs_and_links_the_message(
     operator_client: Client, db: None
 ) -> None:
@@ -340,6 +343,7 @@ def test_a_bad_filter_is_a_400_naming_it_in_the_api(api: ApiClient, db: None) ->
 # -- bounded: each filter reads its partial index ----------------------------------------
 
 
+@pytest.mark.sqlite
 @pytest.mark.parametrize(
     ("filters", "index"),
     [({"has_errors": True}, "conversation_has_errors"),
@@ -376,6 +380,7 @@ def test_a_filtered_page_reads_its_partial_index(
 # -- migration 0009 backfills what was stored before 0008 -----------------------------------
 
 
+@pytest.mark.sqlite
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_backfills_in_batches_and_keeps_the_order(
     monkeypatch: pytest.MonkeyPatch,

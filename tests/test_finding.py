@@ -164,6 +164,7 @@ def test_each_filter_finds_its_kind_beyond_a_place(
 # -- search ----------------------------------------------------------------------------------
 
 
+@pytest.mark.sqlite
 def test_search_finds_hits_across_the_whole_conversation_a_page_at_a_time(
     operator_client: Client,
 ) -> None:
@@ -192,6 +193,7 @@ def test_search_finds_hits_across_the_whole_conversation_a_page_at_a_time(
     assert find(operator_client, conversation, kind="text", q="numb 1920")["total"] == 1
 
 
+@pytest.mark.sqlite
 def test_search_covers_tool_names_inputs_and_results(operator_client: Client) -> None:
     conversation = stored(
         [
@@ -205,6 +207,7 @@ def test_search_covers_tool_names_inputs_and_results(operator_client: Client) ->
     assert [(h["seq"], h["is_error"]) for h in hits] == [(1, True)]
 
 
+@pytest.mark.sqlite
 def test_search_counts_are_capped(operator_client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(finder_reads, "COUNT_CAP", 30)
     conversation = stored([("user", [text(f"same word {seq}")]) for seq in range(40)])
@@ -372,7 +375,7 @@ def plans(work: Any) -> list[tuple[str, str]]:
     return out
 
 
-@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's planner")
+@pytest.mark.sqlite(only=True)  # SQLite's planner
 def test_call_ids_are_looked_up_through_their_index_not_the_conversation() -> None:
     conversation = stored(rounds(200, unanswered_at=100))
     rows = selectors.preview_rows(conversation, range(151, 199))  # halves of 2 rounds
@@ -385,7 +388,7 @@ def test_call_ids_are_looked_up_through_their_index_not_the_conversation() -> No
         assert '"conversations_conversation"' not in sql
 
 
-@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's planner")
+@pytest.mark.sqlite(only=True)  # SQLite's planner
 def test_a_step_walks_a_range_of_messages_by_their_index() -> None:
     conversation = stored(rounds(20))
     ((sql, plan), _) = plans(

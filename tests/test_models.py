@@ -107,6 +107,7 @@ INPUT = (
 )
 
 
+@pytest.mark.sqlite
 def test_tool_use_input_keeps_its_key_order_through_the_database():
     conversation = services.conversation_create(title=f"Order on {connection.vendor}")
     value = json.loads(INPUT)

@@ -37,7 +37,7 @@ def unavailable(reason: str) -> None:
 @pytest.fixture(scope="module")
 def postgres() -> None:
     if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"):
-        # Not a skip in CI: `make test` runs the whole suite again on PostgreSQL.
+        # Not a skip in CI: `make test` runs the whole suite on PostgreSQL.
         pytest.skip("two processes share PostgreSQL: this runs in the PostgreSQL pass")
     if found.postgres_url() is None:
         unavailable("PostgreSQL is not reachable")

@@ -23,6 +23,9 @@ from tests.conftest import ApiClient
 
 LIST = "/api/conversations"
 
+# FTS5 on SQLite, a GIN index on PostgreSQL: both passes run every search test.
+pytestmark = pytest.mark.sqlite
+
 
 def create(api: ApiClient, title: str = "Untitled", *blocks: dict[str, Any]) -> str:
     response = api.post(LIST, {"title": title})

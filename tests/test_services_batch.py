@@ -158,6 +158,7 @@ def services_block(fields: dict[str, Any]) -> Any:
     return BLOCK_ADAPTER.validate_python(fields)
 
 
+@pytest.mark.sqlite
 def test_rows_over_the_parameter_limit_go_in_several_statements_and_keep_their_ids(
     conversation, monkeypatch
 ):

@@ -1,21 +1,27 @@
 """Settings from the environment (docs/contract.md §5): a malformed value stops start-up naming the
 variable; valid values select the database, the channel layer and the deployment options.
 
-Each case starts a fresh Python process, since settings are read once, at import.
+Settings are read once, at import: a case runs the settings module again in this process
+with its own environment (`read_settings`), and starts a fresh Python process only where
+the behaviour is a process's (manage.py's exit, a real database file, two processes).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import runpy
 import secrets
 import stat
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
+from django.conf import global_settings
+from django.core.exceptions import ImproperlyConfigured
 
 from tests import services
 
@@ -47,30 +53,32 @@ def manage(data_dir: Path, *args: str, **changes: str) -> subprocess.CompletedPr
     )
 
 
-# Prints the settings that docs/contract.md §5 is about, as JSON, from a configured Django.
-SHOW = """
-import json, django
-django.setup()
-from django.conf import settings
-print(json.dumps({
-    "DATABASES": settings.DATABASES,
-    "CHANNEL_LAYERS": settings.CHANNEL_LAYERS,
-    "DATA_UPLOAD_MAX_MEMORY_SIZE": settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
-    "DEBUG": settings.DEBUG,
-    "ALLOWED_HOSTS": settings.ALLOWED_HOSTS,
-    "SECRET_KEY": settings.SECRET_KEY,
-    "SECURE_SSL_REDIRECT": settings.SECURE_SSL_REDIRECT,
-    "SESSION_COOKIE_SECURE": settings.SESSION_COOKIE_SECURE,
-    "CSRF_COOKIE_SECURE": settings.CSRF_COOKIE_SECURE,
-    "SECURE_HSTS_SECONDS": settings.SECURE_HSTS_SECONDS,
-}, default=str))
-"""
+# The settings that docs/contract.md §5 is about.
+SHOWN = (
+    "DATABASES",
+    "CHANNEL_LAYERS",
+    "DATA_UPLOAD_MAX_MEMORY_SIZE",
+    "DEBUG",
+    "ALLOWED_HOSTS",
+    "SECRET_KEY",
+    "SECURE_SSL_REDIRECT",
+    "SESSION_COOKIE_SECURE",
+    "CSRF_COOKIE_SECURE",
+    "SECURE_HSTS_SECONDS",
+)
+
+
+def read_settings(data_dir: Path, **changes: str) -> dict[str, Any]:
+    """The settings module run afresh, in this process, in `environment(data_dir, **changes)`:
+    its names as a configured Django would hold them (the test process's own are untouched)."""
+    with mock.patch.dict(os.environ, environment(data_dir, **changes), clear=True):
+        return runpy.run_path(str(ROOT / "replaysite" / "settings.py"))
 
 
 def show(data_dir: Path, **changes: str) -> dict[str, Any]:
-    done = run_python(data_dir, SHOW, **changes)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
+    found = read_settings(data_dir, **changes)
+    shown = {n: found[n] if n in found else getattr(global_settings, n) for n in SHOWN}
+    return json.loads(json.dumps(shown, default=str))  # type: ignore[no-any-return]
 
 
 def run_python(data_dir: Path, code: str, **changes: str) -> subprocess.CompletedProcess[str]:
@@ -115,21 +123,22 @@ def last_line(text: str) -> str:
     ],
 )
 def test_malformed_variable_stops_start_up_naming_it(tmp_path: Path, name: str, value: str) -> None:
-    done = manage(tmp_path, "check", **{name: value})
+    # That manage.py then exits with this message as its last line: the two tests below.
+    with pytest.raises(ImproperlyConfigured) as stopped:
+        read_settings(tmp_path, **{name: value})
 
-    assert done.returncode != 0
-    # The traceback quotes settings.py's source, which names every variable; the message
-    # itself, the last line, must name this one.
-    message = last_line(done.stderr)
-    assert message.startswith("django.core.exceptions.ImproperlyConfigured:"), done.stderr
-    assert name in message
+    assert name in str(stopped.value)
 
 
 def test_postgres_url_without_a_database_name_stops_start_up(tmp_path: Path) -> None:
     done = manage(tmp_path, "check", DATABASE_URL="postgres://")
 
     assert done.returncode != 0
-    assert "DATABASE_URL" in last_line(done.stderr), done.stderr
+    # The traceback quotes settings.py's source, which names every variable; the message
+    # itself, the last line, must name this one.
+    message = last_line(done.stderr)
+    assert message.startswith("django.core.exceptions.ImproperlyConfigured:"), done.stderr
+    assert "DATABASE_URL" in message
 
 
 def test_data_dir_that_is_a_file_stops_start_up_naming_it(tmp_path: Path) -> None:
@@ -142,6 +151,7 @@ def test_data_dir_that_is_a_file_stops_start_up_naming_it(tmp_path: Path) -> Non
     assert "REPLAY_DATA_DIR" in last_line(done.stderr), done.stderr
 
 
+@pytest.mark.sqlite
 def test_migrate_creates_the_default_database_in_a_new_data_dir(tmp_path: Path) -> None:
     # DJANGO_SECRET_KEY given, so no key file is written: the folder must still be made.
     data_dir = tmp_path / "new"
@@ -159,6 +169,7 @@ def test_defaults_pass_the_system_check(tmp_path: Path) -> None:
     assert "no issues" in done.stdout
 
 
+@pytest.mark.sqlite
 def test_default_database_is_sqlite_in_the_data_dir(tmp_path: Path) -> None:
     db = show(tmp_path)["DATABASES"]["default"]
 
@@ -166,6 +177,7 @@ def test_default_database_is_sqlite_in_the_data_dir(tmp_path: Path) -> None:
     assert db["NAME"] == str(tmp_path / "replay.sqlite3")
 
 
+@pytest.mark.sqlite
 def test_absolute_sqlite_url_keeps_wal_busy_timeout_and_immediate(tmp_path: Path) -> None:
     path = tmp_path / "elsewhere" / "x.sqlite3"
     path.parent.mkdir()
@@ -179,6 +191,7 @@ def test_absolute_sqlite_url_keeps_wal_busy_timeout_and_immediate(tmp_path: Path
     assert db["OPTIONS"]["timeout"] >= 5
 
 
+@pytest.mark.sqlite
 def test_absolute_sqlite_url_opens_a_wal_database_with_a_busy_timeout(tmp_path: Path) -> None:
     path = tmp_path / "x.sqlite3"
     code = """
