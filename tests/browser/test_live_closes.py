@@ -108,7 +108,7 @@ def test_a_deletion_is_told_where_the_reader_is_and_its_actions_are_disabled(
     box = notice.bounding_box()
     viewport = page.viewport_size
     assert box is not None and viewport is not None
-    assert 0 <= box["y"] and box["y"] + box["height"] <= viewport["height"], box  # in view
+    assert box["y"] >= 0 and box["y"] + box["height"] <= viewport["height"], box  # in view
     expect(notice).to_be_in_viewport()
     expect(page.locator("#copy-payload")).to_be_disabled()
     for link in ("#download-payload", "#context-link", "#diff-link"):
