@@ -1,7 +1,11 @@
 """Bursts (issue 8 §4): adds to one conversation that come faster than 20 a second are told
 as one `conversation.changed` per REPLAY_LIVE_BURST_MS, carrying where every message that
 changed now ends; slower adds are told one by one, at once. Order is kept: what a burst
-held goes out before any later event of that conversation."""
+held goes out before any later event of that conversation.
+
+When a burst is held and told is decided by `conversations.core.bursts`, tested on a fake
+clock in tests/test_socket_state.py (quiet adds, the bound, a burst after a burst); these
+tests drive the outbox end to end through the services and a real channel layer."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 
+from conversations.core import bursts
 from conversations.record import events, services
 from tests.test_events import Member, append, fresh_channel_layer, text
 
@@ -66,24 +71,6 @@ def test_a_burst_is_told_once_per_window_with_every_position() -> None:
     async_to_sync(body)()
 
 
-def test_an_add_after_a_quiet_moment_is_told_at_once() -> None:
-    conversation = services.conversation_create(title="Quiet")
-    cid = str(conversation.id)
-
-    async def body() -> None:
-        page = await Member.join(events.conversation_group(cid))
-        for n in range(3):
-            started = time.monotonic()
-            await sync_to_async(append)(conversation, f"{n}")
-            event = await page.next()
-            assert event["type"] == "conversation.message_added"
-            assert event["message_seq"] == n
-            assert time.monotonic() - started < 0.5
-            await page.nothing(GAP + 0.1)  # a quiet moment: longer than a burst's gap
-
-    async_to_sync(body)()
-
-
 def test_what_a_burst_held_goes_out_before_the_conversations_deletion() -> None:
     conversation = services.conversation_create(title="Deleted mid-burst")
     cid = str(conversation.id)
@@ -105,49 +92,6 @@ def test_what_a_burst_held_goes_out_before_the_conversations_deletion() -> None:
         ]
         assert told[1]["positions"] == [[1, 1], [2, 1], [3, 1]]
         assert await page.nothing()
-
-    async_to_sync(body)()
-
-
-def test_a_burst_past_its_bound_carries_only_the_latest_positions(monkeypatch: Any) -> None:
-    monkeypatch.setattr(events, "BURST_POSITIONS", 5)
-    conversation = services.conversation_create(title="Long burst")
-    cid = str(conversation.id)
-
-    async def body() -> None:
-        page = await Member.join(events.conversation_group(cid))
-
-        def burst() -> None:
-            for n in range(12):
-                append(conversation, f"{n}")
-
-        await sync_to_async(burst)()
-        assert (await page.next())["type"] == "conversation.message_added"
-        held = await page.next(seconds=5)
-        # Only the latest: a watcher holding less sees the gap and resyncs from the record.
-        assert held["positions"] == [[n, 1] for n in range(7, 12)]
-
-    async_to_sync(body)()
-
-
-def test_a_burst_after_a_burst_gets_a_window_of_its_own() -> None:
-    """The first burst's timer, still pending when a quiet add told that burst early,
-    must not cut the next burst's window short."""
-    conversation = services.conversation_create(title="Two bursts")
-    cid = str(conversation.id)
-
-    async def body() -> None:
-        page = await Member.join(events.conversation_group(cid))
-        await sync_to_async(lambda: [append(conversation, "a"), append(conversation, "b")])()
-        assert (await page.next())["type"] == "conversation.message_added"  # a, at once
-        await page.nothing(GAP + 0.1)  # b is held; the first window has not ended
-        await sync_to_async(lambda: [append(conversation, "c"), append(conversation, "d")])()
-        told = await page.next()  # c ends the burst: b and c go at once
-        told_at = time.monotonic()
-        assert told["positions"] == [[1, 1], [2, 1]]
-        second = await page.next(seconds=5)  # d: a whole window after that
-        assert second["positions"] == [[3, 1]]
-        assert time.monotonic() - told_at >= WINDOW_MS / 1000 * 0.9
 
     async_to_sync(body)()
 
@@ -179,3 +123,8 @@ def test_a_layer_failing_a_held_burst_does_not_lose_the_event_behind_it(
         assert [e["type"] for e in told] == ["conversation.message_added", "conversation.deleted"]
 
     async_to_sync(body)()
+
+
+def test_the_outbox_times_bursts_by_the_settings_and_its_bounds(monkeypatch: Any) -> None:
+    monkeypatch.setattr(events, "BURST_POSITIONS", 5)
+    assert events._policy() == bursts.Policy(window=WINDOW_MS / 1000, gap=GAP, positions=5)

@@ -640,7 +640,7 @@ async def test_list_rows_pushed_live_carry_the_model_and_errors_columns(operator
 
 def test_a_render_survives_the_socket_that_asked_for_it_going_away() -> None:
     """The first socket's handler is cancelled mid-render; the others still get the frame."""
-    from conversations.live.consumers import RenderCache
+    from conversations.live.render_cache import RenderCache
 
     cache: RenderCache[str] = RenderCache(ttl=1.0)
     started = asyncio.Event()
@@ -661,7 +661,7 @@ def test_a_render_survives_the_socket_that_asked_for_it_going_away() -> None:
     asyncio.run(body())
 
 
-# -- a batch is one event (docs/contract.md §3) ---------------------------------------------------------
+# -- a batch is one event (docs/contract.md §3) ----------------------------------------------------
 
 
 def append_batch(conversation_id: Any, messages: list[dict[str, Any]]) -> list[int]:
@@ -719,7 +719,7 @@ async def test_a_batch_moves_the_list_row_once(operator: Client) -> None:
         assert await ws.receive_nothing(QUIET)
 
 
-# -- bounds (docs/contract.md §4): no frame over 256 KB, a gap past a window is a reload -------------------
+# -- bounds (docs/contract.md §4): no frame over 256 KB, a gap past a window is a reload -----------
 
 FRAME_LIMIT = 256 * 1024
 RELOAD = re.compile(r'<div id="reload-window" data-url="([^"]+)" hidden></div>')

@@ -1,5 +1,5 @@
-"""Share sockets (docs/contract.md §8): `/ws/s/TOKEN/`, authorized by the link alone, through the real
-ASGI application; revocation and expiry close them within 10 s and the page is told."""
+"""Share sockets (docs/contract.md §8): `/ws/s/TOKEN/`, authorized by the link alone, through the
+real ASGI application; revocation and expiry close them within 10 s and the page is told."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ real daphne with a `websockets` client where time is measured.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -24,6 +25,7 @@ from django.test.utils import CaptureQueriesContext
 from websockets.exceptions import ConnectionClosed
 
 from conversations.dashboard import socket_urls as routing
+from conversations.live.layers import ThrottledInMemoryChannelLayer
 from conversations.record import services
 from conversations.record.models import Conversation
 from replaysite.asgi import application
@@ -355,6 +357,40 @@ async def test_sockets_per_user_are_capped_with_4429(transactional_db: None, set
     finally:
         for ws in held:
             await ws.disconnect()
+
+
+class FlakyLayer(ThrottledInMemoryChannelLayer):
+    """The embedded layer, with an outage while `down`: group_add raises."""
+
+    down = False
+
+    async def group_add(self, group: str, channel: str) -> None:
+        if self.down:
+            raise ConnectionError("the channel layer is down")
+        await super().group_add(group, channel)
+
+
+@in_loop
+async def test_sockets_that_failed_to_open_do_not_count_against_the_cap(
+    transactional_db: None, settings: Any
+) -> None:
+    settings.REPLAY_MAX_SOCKETS_PER_USER = 3
+    layer = FlakyLayer()
+    channel_layers.backends = {"default": layer}
+    user = await sync_to_async(lambda: signed_in(make_user("unlucky")))()
+    path = routing.list_socket_url()
+    layer.down = True
+    for _ in range(settings.REPLAY_MAX_SOCKETS_PER_USER + 2):
+        failed = WebsocketCommunicator(application, path, headers=headers(user))
+        with contextlib.suppress(Exception):  # the handshake fails with the layer
+            connected, _ = await failed.connect(WAIT)
+            assert not connected or await failed.receive_output(WAIT)
+        with contextlib.suppress(Exception):
+            await failed.disconnect()
+    layer.down = False
+    # The outage is over: the user's next socket opens, not 4429 (final for the page).
+    async with socket(path, user) as ws:
+        assert await ws.receive_nothing(QUIET), "the layer's failures were counted as sockets"
 
 
 # -- what a handshake costs --------------------------------------------------------------------

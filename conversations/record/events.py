@@ -1,24 +1,32 @@
-"""What changed in the record, told to the channel layer after commit.
+"""What changed, told to the channel layer after commit (docs/contract.md §4).
 
-Events are small typed dicts that carry ids and sequence numbers, never HTML or model
-instances; a consumer loads what it needs through the selectors and renders it.
+Events are small typed dicts (`Event`, one TypedDict per dotted type; a consumer's handler
+is named after it) that carry ids and sequence numbers, never HTML or model instances; a
+consumer loads what it needs through the selectors and renders it.
+
+There is one way out: every event is handed over after commit (`publish_on_commit`,
+`close_user_sockets`, `access_changed_on_commit`, `share_revoked_on_commit`) to
+`_hand_over`, which in a server gives it to the event loop's outbox, so the request never
+waits on the channel layer, and elsewhere (commands, shells) sends it before returning.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import uuid
 import weakref
 from collections.abc import Iterable
 from functools import partial
-from typing import Literal, TypeAlias, TypedDict, cast
+from typing import Literal, TypeAlias, TypedDict
 
-from asgiref.sync import SyncToAsync, async_to_sync
+from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
+
+from conversations.core import bursts
+from conversations.record.server_loop import server_loop
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +44,9 @@ def user_group(user_id: object) -> str:
 def share_group(share_id: object) -> str:
     """The sockets opened with one share link (docs/contract.md §8)."""
     return f"share.{share_id}"
+
+
+# -- the events --------------------------------------------------------------------------------
 
 
 class ConversationCreated(TypedDict):
@@ -57,12 +68,24 @@ class BlockAdded(TypedDict):
     block_seq: int
 
 
+class Changed(TypedDict):
+    """A burst of messages and blocks added to one conversation, told once by the outbox:
+    where each message that changed now ends, as `[message seq, block count]` pairs in seq
+    order (at most `BURST_POSITIONS`, the latest; a watcher missing earlier ones resyncs)."""
+
+    type: Literal["conversation.changed"]
+    conversation_id: str
+    positions: list[list[int]]
+
+
 class ConversationDeleted(TypedDict):
     type: Literal["conversation.deleted"]
     conversation_id: str
 
 
 class LoggedOut(TypedDict):
+    """The user signed out: their sockets close with 4401 (sent to the user's group)."""
+
     type: Literal["session.logged_out"]
 
 
@@ -76,19 +99,6 @@ class AccessChanged(TypedDict):
     change: str
 
 
-class Changed(TypedDict):
-    """A burst of messages and blocks added to one conversation, told once: where each
-    message that changed now ends, as `[message seq, block count]` pairs in seq order
-    (at most `BURST_POSITIONS`, the latest; a watcher missing earlier ones resyncs)."""
-
-    type: Literal["conversation.changed"]
-    conversation_id: str
-    positions: list[list[int]]
-
-
-Event: TypeAlias = ConversationCreated | MessageAdded | BlockAdded | ConversationDeleted
-
-
 class ShareRevoked(TypedDict):
     """A share link was revoked: its sockets check it again and close."""
 
@@ -96,69 +106,115 @@ class ShareRevoked(TypedDict):
     share_id: int
 
 
-def publish_on_commit(event: Event) -> None:
+# What the conversation's group and the list group hear (services publish all but Changed).
+ConversationEvent: TypeAlias = (
+    ConversationCreated | MessageAdded | BlockAdded | Changed | ConversationDeleted
+)
+# Every event on the layer; tests/test_events.py checks each one's shape and handlers.
+Event: TypeAlias = ConversationEvent | LoggedOut | AccessChanged | ShareRevoked
+
+
+# -- handing events over after commit -----------------------------------------------------------
+
+
+def publish_on_commit(event: ConversationEvent) -> None:
     """The one place services announce a change: after the transaction commits, never before."""
     transaction.on_commit(partial(publish, event))
 
 
-def publish(event: Event) -> None:
-    """Send the event to the list group and the conversation's group.
+def publish(event: ConversationEvent) -> None:
+    """Tell the conversation's group and the list group (the conversation's watchers
+    first: their frames are the ones waited for)."""
+    conversation_id = event["conversation_id"]
+    _hand_over([conversation_group(conversation_id), LIST_GROUP], event, conversation_id)
 
-    In a server (a sync view under the ASGI event loop) the send is handed to that loop's
-    outbox and the request goes on at once: fan-out is never on the request's path. Elsewhere
-    (commands, shells) it is sent before returning. The channel layer is a hint, not the
-    record: a refused or hanging layer is logged after REPLAY_BROADCAST_TIMEOUT seconds and
-    ingest goes on; watchers resync later.
+
+def close_user_sockets(user_id: object) -> None:
+    """Close every live socket of this user (on logout), once the logout commits."""
+    event: LoggedOut = {"type": "session.logged_out"}
+    transaction.on_commit(partial(_hand_over, [user_group(user_id)], event))
+
+
+def access_changed_on_commit(user_ids: Iterable[object]) -> None:
+    """After commit, tell these users' sockets to check their access again (docs/contract.md §4:
+    a user who is deactivated, loses the permission or changes password loses them; the
+    sockets' periodic refresh is the fallback for an event the layer loses)."""
+    ids = sorted({str(user_id) for user_id in user_ids})
+    if ids:
+        transaction.on_commit(partial(_access_changed, ids))
+
+
+def _access_changed(user_ids: list[str]) -> None:
+    # A new name per change, made when it is told: checks made before it are not reused.
+    event: AccessChanged = {"type": "user.access_changed", "change": uuid.uuid4().hex}
+    _hand_over([user_group(user_id) for user_id in user_ids], event)
+
+
+def share_revoked_on_commit(share_id: int) -> None:
+    """After commit, tell the link's open sockets (they also check every few seconds)."""
+    event: ShareRevoked = {"type": "share.revoked", "share_id": share_id}
+    transaction.on_commit(partial(_hand_over, [share_group(share_id)], event))
+
+
+def _hand_over(groups: list[str], event: Event, conversation_id: str | None = None) -> None:
+    """Send `event` to `groups`, after whatever was handed over before it.
+
+    In a server (a sync view under the ASGI event loop) it goes to that loop's outbox and
+    the request goes on at once: fan-out is never on the request's path. Elsewhere
+    (commands, shells, sync tests) it is sent before returning. The channel layer is a
+    hint, not the record: a refused or hanging layer is logged after
+    REPLAY_BROADCAST_TIMEOUT seconds and the caller goes on; watchers resync later.
     """
-    # The conversation's watchers first: their frames are the ones waited for.
-    groups = [conversation_group(event["conversation_id"]), LIST_GROUP]
-    message = dict(event)
-    loop = _server_loop()
+    loop = server_loop()
     if loop is not None:
-        loop.call_soon_threadsafe(_post, loop, groups, message)
+        loop.call_soon_threadsafe(_post, loop, (groups, event, conversation_id))
         return
     try:
-        async_to_sync(_send)(groups, message)
+        async_to_sync(_send)(groups, event)
     except Exception as exc:
-        _log_failure(message, exc)
+        _log_failure(event, exc)
 
+
+# -- the outbox --------------------------------------------------------------------------------
 
 # Events waiting for their loop's sender, in order; past this many the oldest wait and
 # newer ones are dropped (logged): watchers resync from the database at the next event.
 OUTBOX_LIMIT = 10_000
-# Events of one conversation closer together than this are a burst (an agent streaming
-# or flushing): its watchers get at most one frame per REPLAY_LIVE_BURST_MS, carrying
-# everything since, rather than one frame per event. Slower conversations are told each
-# event at once.
+# Adds to one conversation closer together than this are a burst (conversations/core/bursts.py):
+# its watchers get at most one frame per REPLAY_LIVE_BURST_MS.
 BURST_GAP = 0.05
 BURST_POSITIONS = 300  # the most positions one `conversation.changed` carries
-Item: TypeAlias = tuple[list[str], dict[str, object]]
+# Groups, the event, and the conversation it is about (None: a user's or a link's).
+Item: TypeAlias = tuple[list[str], Event, str | None]
 _outboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Outbox] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def _position(message: dict[str, object]) -> tuple[int, int] | None:
+def _position(event: Event) -> tuple[int, int] | None:
     """(message seq, block count) an add event names; None for other events."""
-    match message["type"]:
-        case "conversation.message_added":
-            return int(cast(int, message["message_seq"])), int(cast(int, message["block_count"]))
-        case "conversation.block_added":
-            return int(cast(int, message["message_seq"])), int(cast(int, message["block_seq"])) + 1
-        case _:
-            return None
+    if event["type"] == "conversation.message_added":
+        return event["message_seq"], event["block_count"]
+    if event["type"] == "conversation.block_added":
+        return event["message_seq"], event["block_seq"] + 1
+    return None
+
+
+def _policy() -> bursts.Policy:
+    return bursts.Policy(
+        window=settings.REPLAY_LIVE_BURST_MS / 1000, gap=BURST_GAP, positions=BURST_POSITIONS
+    )
 
 
 class Outbox:
     """One event loop's sender: events go out in order, one at a time, and a bursting
-    conversation's adds are held for a moment and told as one `conversation.changed`."""
+    conversation's adds are held (when, `bursts.Bursts` decides on the loop's clock) and
+    told as one `conversation.changed`."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.queue: asyncio.Queue[Item | str] = asyncio.Queue(OUTBOX_LIMIT)
-        self.last_event: dict[str, float] = {}  # conversation → when its last add came
-        self.last_sent: dict[str, float] = {}  # conversation → when its last add went out
-        self.held: dict[str, dict[int, int]] = {}  # conversation → positions not yet told
+        self.bursts = bursts.Bursts(loop.time)
         self.timers: dict[str, asyncio.TimerHandle] = {}  # conversation → when it is told
         self.task = loop.create_task(self.drain())  # kept alive by this outbox
 
@@ -190,36 +246,28 @@ class Outbox:
                     await self.take(*item)
             except Exception as exc:
                 if isinstance(item, str):
-                    item = ([], {"type": "conversation.changed", "conversation_id": item})
-                _log_failure(item[1], exc)
+                    _log_failure(_changed(item, []), exc)
+                else:
+                    _log_failure(item[1], exc)
 
-    async def take(self, groups: list[str], message: dict[str, object]) -> None:
-        conversation_id = str(message.get("conversation_id", ""))
-        position = _position(message)
-        window = settings.REPLAY_LIVE_BURST_MS / 1000
-        if position is None or window <= 0:
-            await self.flush_first(conversation_id)  # what was held goes first: order is kept
-            await _send(groups, message)
+    async def take(self, groups: list[str], event: Event, conversation_id: str | None) -> None:
+        position = _position(event)
+        policy = _policy()
+        if conversation_id is None or position is None or policy.window <= 0:
+            if conversation_id is not None:  # what was held goes first: order is kept
+                await self.flush_first(conversation_id)
+            await _send(groups, event)
             return
-        now = self.loop.time()
-        burst = now - self.last_event.get(conversation_id, -window) < BURST_GAP
-        self.last_event[conversation_id] = now
-        held = self.held.get(conversation_id)
-        if held is None and not burst:
-            self.last_sent[conversation_id] = now
-            await _send(groups, message)
-            self.forget_quiet(now)
-            return
-        if held is None:
-            held = self.held[conversation_id] = {}
-            due = self.last_sent.get(conversation_id, now) + window - now
-            self.timers[conversation_id] = self.loop.call_later(
-                max(0.0, due), self.due, conversation_id
-            )
-        seq, blocks = position
-        held[seq] = max(held.get(seq, 0), blocks)
-        if not burst:
-            await self.flush(conversation_id)  # the burst is over: tell it now, with this add
+        match self.bursts.add(conversation_id, position, policy):
+            case bursts.SendNow():
+                await _send(groups, event)
+            case bursts.Hold(due=due):
+                if due is not None:
+                    self.timers[conversation_id] = self.loop.call_later(
+                        due, self.due, conversation_id
+                    )
+            case bursts.TellNow():
+                await self.flush(conversation_id)  # the burst is over: tell it, with this add
 
     async def flush_first(self, conversation_id: str) -> None:
         """Tell what is held before another event of the conversation; a layer that fails
@@ -227,116 +275,69 @@ class Outbox:
         try:
             await self.flush(conversation_id)
         except Exception as exc:
-            _log_failure({"type": "conversation.changed", "conversation_id": conversation_id}, exc)
+            _log_failure(_changed(conversation_id, []), exc)
 
     async def flush(self, conversation_id: str) -> None:
         timer = self.timers.pop(conversation_id, None)
         if timer is not None:
             timer.cancel()  # a later burst gets a window of its own, not this one's end
-        held = self.held.pop(conversation_id, None)
-        if not held:
+        positions = self.bursts.take(conversation_id, _policy())
+        if positions is None:
             return
-        self.last_sent[conversation_id] = self.loop.time()
-        event: Changed = {
-            "type": "conversation.changed",
-            "conversation_id": conversation_id,
-            "positions": [[seq, held[seq]] for seq in sorted(held)[-BURST_POSITIONS:]],
-        }
-        await _send([conversation_group(conversation_id), LIST_GROUP], dict(event))
-
-    def forget_quiet(self, now: float) -> None:
-        """Drop the times of conversations quiet for a while (bounded memory)."""
-        if len(self.last_event) < 1_000:
-            return
-        window = settings.REPLAY_LIVE_BURST_MS / 1000
-        for conversation_id, when in list(self.last_event.items()):
-            if now - when > max(window, BURST_GAP) and conversation_id not in self.held:
-                del self.last_event[conversation_id]
-                self.last_sent.pop(conversation_id, None)
+        event = _changed(conversation_id, positions)
+        await _send([conversation_group(conversation_id), LIST_GROUP], event)
 
 
-def _server_loop() -> asyncio.AbstractEventLoop | None:
-    """The running event loop that called this sync thread (asgiref's), if any."""
-    if getattr(SyncToAsync.threadlocal, "main_event_loop_pid", None) != os.getpid():
-        return None
-    loop: asyncio.AbstractEventLoop | None = getattr(
-        SyncToAsync.threadlocal, "main_event_loop", None
-    )
-    if loop is None or not loop.is_running() or loop.is_closed():
-        return None
-    return loop
+def _changed(conversation_id: str, positions: list[list[int]]) -> Changed:
+    return {
+        "type": "conversation.changed",
+        "conversation_id": conversation_id,
+        "positions": positions,
+    }
 
 
-def _post(loop: asyncio.AbstractEventLoop, groups: list[str], message: dict[str, object]) -> None:
+def _post(loop: asyncio.AbstractEventLoop, item: Item) -> None:
     """On the loop: queue the event for the loop's one sender, which keeps their order."""
     outbox = _outboxes.get(loop)
     if outbox is None:
         outbox = _outboxes[loop] = Outbox(loop)
-    outbox.put((groups, message))
+    outbox.put(item)
 
 
-def _log_failure(message: dict[str, object], exc: Exception) -> None:
+def _about(event: Event) -> str:
+    """What an event is about, for the log."""
+    if event["type"] == "session.logged_out":
+        return "a user's sockets"
+    if event["type"] == "user.access_changed":
+        return f"change {event['change']}"
+    if event["type"] == "share.revoked":
+        return f"share link {event['share_id']}"
+    return event["conversation_id"]
+
+
+def _log_failure(event: Event, exc: Exception) -> None:
     if isinstance(exc, TimeoutError):
         log.warning(
             "could not publish %s for %s: the channel layer did not answer in %d ms",
-            message["type"],
-            message["conversation_id"],
+            event["type"],
+            _about(event),
             settings.REPLAY_BROADCAST_TIMEOUT * 1000,
         )
     else:  # the layer's failures are many and all mean the same
         log.warning(
             "could not publish %s for %s: %s: %s",
-            message["type"],
-            message["conversation_id"],
+            event["type"],
+            _about(event),
             type(exc).__name__,
             exc,
         )
 
 
-def close_user_sockets(user_id: object) -> None:
-    """Close every live socket of this user (on logout)."""
-    message: LoggedOut = {"type": "session.logged_out"}
-    try:
-        async_to_sync(_send)([user_group(user_id)], dict(message))
-    except Exception as exc:
-        log.warning("could not close the sockets of user %s: %s", user_id, exc)
-
-
-def access_changed_on_commit(user_ids: Iterable[object]) -> None:
-    """After commit, tell these users' sockets to check their access again (docs/contract.md §4: a
-    user who is deactivated, loses the permission or changes password loses them)."""
-    ids = sorted({str(user_id) for user_id in user_ids})
-    if ids:
-        transaction.on_commit(partial(_access_changed, ids))
-
-
-def _access_changed(user_ids: list[str]) -> None:
-    message: AccessChanged = {"type": "user.access_changed", "change": uuid.uuid4().hex}
-    try:
-        async_to_sync(_send)([user_group(user_id) for user_id in user_ids], dict(message))
-    except Exception as exc:
-        # The sockets' periodic refresh checks access too: they close later, not never.
-        log.warning("could not tell %d user(s) of an access change: %s", len(user_ids), exc)
-
-
-def share_revoked_on_commit(share_id: int) -> None:
-    """After commit, tell the link's open sockets (they also check every few seconds)."""
-    transaction.on_commit(partial(_share_revoked, share_id))
-
-
-def _share_revoked(share_id: int) -> None:
-    message: ShareRevoked = {"type": "share.revoked", "share_id": share_id}
-    try:
-        async_to_sync(_send)([share_group(share_id)], dict(message))
-    except Exception as exc:
-        # The sockets' own periodic check closes them within REPLAY_SHARE_RECHECK_SECONDS.
-        log.warning("could not tell the sockets of share link %s: %s", share_id, exc)
-
-
-async def _send(groups: list[str], message: dict[str, object]) -> None:
+async def _send(groups: list[str], event: Event) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
+    message = dict(event)
     async with asyncio.timeout(settings.REPLAY_BROADCAST_TIMEOUT):
         for group in groups:
             await layer.group_send(group, message)

@@ -1,0 +1,127 @@
+"""What one live socket's client holds (docs/contract.md §4): its window, its resume
+report, and which positions an event brings it. Pure: the consumer reads the database,
+renders and sends; this decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from conversations.core import page_windows, strictjson
+
+
+@dataclass(frozen=True)
+class Report:
+    """A client's resume report: it holds messages `start`, `start + 1`, … with these
+    block counts, and follows the end (`tail`) or holds a window away from it."""
+
+    start: int
+    counts: list[int]
+    tail: bool
+
+
+def parse_report(text: str) -> Report | None:
+    """`{"type": "resume", "from": SEQ, "counts": [blocks of SEQ, …], "tail": bool}`, or
+    None for anything else (ignored: the socket stays live). A page holds at most
+    DOCUMENT messages, so only the end of a longer report is kept."""
+    try:
+        report: Any = strictjson.loads(text)  # its error is a ValueError
+        start = int(report["from"])
+        counts = [int(n) for n in report["counts"]]
+        tail = report.get("tail", True)
+    except (ValueError, KeyError, TypeError, OverflowError, AttributeError):
+        return None
+    if report.get("type") != "resume" or start < 0 or not isinstance(tail, bool):
+        return None
+    if len(counts) > page_windows.DOCUMENT:
+        start += len(counts) - page_windows.DOCUMENT
+        counts = counts[-page_windows.DOCUMENT :]
+    return Report(start, counts, tail)
+
+
+class HeldWindow:
+    """Message seq → block count for what the client holds, from `first` on.
+
+    The client holds [first, first + span); `tail`: it follows the end (later messages
+    are pushed to it); `reloading`: it was told to reload its window and hears nothing
+    until it reports again.
+    """
+
+    def __init__(self) -> None:
+        self.held: dict[int, int] = {}
+        self.first = 0
+        self.span = 0
+        self.tail = True
+        self.reloading = False
+
+    def opened(self, first: int, held: Mapping[int, int]) -> None:
+        """The page as rendered: the tail's block counts, read after joining the group."""
+        self.first, self.held = first, dict(held)
+        self.span = len(self.held)
+
+    def reported(self, report: Report) -> None:
+        self.first, self.tail, self.reloading = report.start, report.tail, False
+        self.held = {report.start + i: n for i, n in enumerate(report.counts)}
+        self.span = len(report.counts)
+
+    def resync_span(self) -> range:
+        """The messages whose counts a resync reads."""
+        if self.tail:
+            return page_windows.report_span(self.first, self.span)
+        return range(self.first, self.first + max(self.span, 1))
+
+    def wanted(self, positions: Iterable[tuple[int, int]]) -> list[tuple[int, int]] | None:
+        """Of these (seq, block count) positions, in seq order, the ones the client lacks;
+        None when an earlier message went missing (the layer lost it): resync instead."""
+        wanted: list[tuple[int, int]] = []
+        for seq, blocks in positions:
+            if seq < self.first or self.held.get(seq, -1) >= blocks:
+                continue  # before the client's window, or already sent
+            if not self.tail and seq >= self.first + self.span:
+                continue  # past a window away from the end: "Load later" brings it
+            if (
+                seq > self.first
+                and seq - 1 not in self.held
+                and (not wanted or wanted[-1][0] != seq - 1)
+            ):
+                return None
+            wanted.append((seq, blocks))
+        return wanted
+
+    def newer(self, counts: Mapping[int, int]) -> bool:
+        """Whether a frame with these counts holds anything the client lacks."""
+        return any(self.held.get(seq, -1) < n for seq, n in counts.items())
+
+    def sent(self, counts: Mapping[int, int]) -> None:
+        """A frame with these counts went out; a tail page keeps its last DOCUMENT."""
+        for seq, n in counts.items():
+            self.held[seq] = max(self.held.get(seq, 0), n)
+        if self.tail:
+            last = max(self.held)
+            self.first = page_windows.trimmed(self.first, last)
+            self.held = {seq: n for seq, n in self.held.items() if seq >= self.first}
+            self.span = last - self.first + 1
+
+
+class Quota:
+    """Open sockets per key (a user, a share link), at most `limit` each. Only what is
+    open counts: `take` before opening, `release` once, whether the opening failed or
+    the socket closed later."""
+
+    def __init__(self) -> None:
+        self.open: dict[object, int] = {}
+
+    def take(self, key: object, limit: int) -> bool:
+        if self.open.get(key, 0) >= limit:
+            return False
+        self.open[key] = self.open.get(key, 0) + 1
+        return True
+
+    def release(self, key: object) -> None:
+        left = self.open.get(key, 0) - 1
+        if left > 0:
+            self.open[key] = left
+        else:
+            self.open.pop(key, None)

@@ -1,0 +1,110 @@
+"""The framework internals Replay leans on, one guard each: an upgrade of asgiref, channels
+or Django that changes one fails here, by name, rather than quietly in production.
+
+- asgiref's `SyncToAsync.threadlocal` (conversations/record/server_loop.py): how a sync
+  view's publish finds the server's event loop and its outbox.
+- channels' `InMemoryChannelLayer._clean_expired` (conversations/live/layers.py): the
+  embedded layer's expiry walk, throttled to once a second.
+- channels' `AsyncConsumer.dispatch` (conversations/live/internals.py): overridden to skip
+  the per-message connection check and to drop events after a close.
+- Django's `ASGIHandler.read_body` (replaysite/asgi.py): the bounded request body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import Any
+
+from asgiref.sync import SyncToAsync, async_to_sync, sync_to_async
+from channels.consumer import AsyncConsumer, get_handler_name
+from channels.layers import InMemoryChannelLayer
+from django.core.handlers.asgi import ASGIHandler
+
+from conversations.live.internals import LiveConsumer
+from conversations.record.server_loop import server_loop
+
+
+def parameters(function: Any) -> list[str]:
+    return list(inspect.signature(function).parameters)
+
+
+# -- asgiref ------------------------------------------------------------------------------------
+
+
+def test_asgiref_still_keeps_the_calling_loop_in_its_threadlocal() -> None:
+    assert hasattr(SyncToAsync, "threadlocal")
+
+    async def body() -> None:
+        running = asyncio.get_running_loop()
+        assert await sync_to_async(server_loop)() is running
+        assert await sync_to_async(server_loop, thread_sensitive=False)() is running
+
+    async_to_sync(body)()
+
+
+def test_no_server_loop_outside_one() -> None:
+    assert server_loop() is None
+
+
+# -- channels -----------------------------------------------------------------------------------
+
+
+def test_channels_in_memory_layer_still_cleans_through_clean_expired() -> None:
+    assert parameters(InMemoryChannelLayer._clean_expired) == ["self"]
+    for method in (InMemoryChannelLayer.receive, InMemoryChannelLayer.group_send):
+        assert "self._clean_expired()" in inspect.getsource(method), method.__name__
+
+
+def test_channels_still_hands_every_message_to_dispatch() -> None:
+    assert parameters(AsyncConsumer.dispatch) == ["self", "message"]
+    assert "self.dispatch" in inspect.getsource(AsyncConsumer.__call__)
+    assert get_handler_name({"type": "conversation.block_added"}) == "conversation_block_added"
+
+
+def test_a_closing_consumer_hears_only_its_disconnect() -> None:
+    heard: list[str] = []
+
+    class Probe(LiveConsumer):
+        async def conversation_created(self, message: dict[str, Any]) -> None:
+            heard.append(message["type"])
+
+        async def websocket_disconnect(self, message: dict[str, Any]) -> None:
+            heard.append(message["type"])
+
+    async def body() -> None:
+        probe = Probe()
+        await probe.dispatch({"type": "conversation.created"})
+        probe.closing = True
+        await probe.dispatch({"type": "conversation.created"})
+        await probe.dispatch({"type": "websocket.disconnect", "code": 1000})
+
+    asyncio.run(body())
+    assert heard == ["conversation.created", "websocket.disconnect"]
+
+
+# -- Django -------------------------------------------------------------------------------------
+
+
+def test_djangos_asgi_handler_still_reads_the_body_through_read_body() -> None:
+    assert parameters(ASGIHandler.read_body) == ["self", "receive"]
+    assert "self.read_body(receive)" in inspect.getsource(ASGIHandler.handle)
+
+
+def test_the_bounded_handler_keeps_at_most_one_byte_past_the_limit(settings: Any) -> None:
+    from replaysite.asgi import BoundedBodyASGIHandler
+
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10
+    chunks = [{"type": "http.request", "body": b"x" * 8, "more_body": True}] * 3
+    chunks.append({"type": "http.request", "body": b"", "more_body": False})
+
+    async def body() -> bytes:
+        queue = iter(chunks)
+
+        async def receive() -> dict[str, Any]:
+            return next(queue)
+
+        kept = await BoundedBodyASGIHandler().read_body(receive)
+        return bytes(kept.read())
+
+    assert asyncio.run(body()) == b"x" * 11
