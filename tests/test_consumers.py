@@ -1,8 +1,8 @@
 """Live sockets (docs/contract.md §4, issue 4) driven in-process through the real ASGI application.
 
 Every pushed fragment is compared with what a fresh page load renders for the same
-message and toggles (STYLE.md §15); refusals, resume, gap resync and logout are tried
-against the same stack daphne serves.
+message and toggles (docs/architecture.md, One rendering path); refusals, resume, gap
+resync and logout are tried against the same stack daphne serves.
 """
 
 from __future__ import annotations
@@ -298,7 +298,8 @@ def test_settings_accept_named_hosts() -> None:
 async def test_every_service_pushes_the_fragment_a_fresh_page_load_renders(
     operator: Client,
 ) -> None:
-    """STYLE.md §15 for message_append and block_append, for all four toggles."""
+    """The one rendering path (docs/architecture.md) for message_append and block_append,
+    for all four toggles."""
     conversation = await sync_to_async(create)("Picture triage")
     cid = conversation.id
     steps: list[tuple[int, Callable[[], Any]]] = [

@@ -1,5 +1,5 @@
-"""Events (STYLE.md §3–4, issue 4): told to the channel layer after commit, small and typed,
-and never in the way of ingest when the layer is down."""
+"""Events (docs/architecture.md, small events after commit): told to the channel layer after commit,
+small and typed, and never in the way of ingest when the layer is down."""
 
 from __future__ import annotations
 

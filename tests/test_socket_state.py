@@ -1,5 +1,5 @@
-"""A socket's bookkeeping, pure (STYLE.md §20, §22): the outbox's burst timing on a fake
-clock, what a client holds and which positions it lacks, its resume report, and the
+"""A socket's bookkeeping, pure (docs/architecture.md, Time is injected): the outbox's burst timing
+on a fake clock, what a client holds and which positions it lacks, its resume report, and the
 per-key socket quota. No database, no server, no sleep."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 These are not domain events: users, groups and permissions are Django's own rows,
 changed by the admin, `manage.py shell` or `changepassword`, never through our
-services, so signals on them are the only hook (STYLE.md's rule against `post_save`
+services, so signals on them are the only hook (docs/architecture.md's rule against `post_save`
 is about the record). Each change is published after commit, so a socket that checks
 again sees the committed state; the sockets' periodic refresh is the fallback.
 """
