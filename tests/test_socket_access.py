@@ -269,7 +269,9 @@ async def test_origin_must_match_scheme_host_and_port(transactional_db: None) ->
         pass
     # Without an Origin header (not a browser page), nothing is let in.
     cookie = [h for h in headers(client) if h[0] != b"origin"]
-    assert not (await WebsocketCommunicator(application, path, headers=cookie).connect(WAIT))[0]
+    no_origin = WebsocketCommunicator(application, path, headers=cookie)
+    assert not (await no_origin.connect(WAIT))[0]
+    await no_origin.disconnect()
 
 
 @in_loop
@@ -303,6 +305,7 @@ async def test_origin_with_an_explicit_port_matches_the_host_header(
             application, path, headers=with_host(host, origin)
         )
         assert not (await refused_at_handshake.connect(WAIT))[0], (host, origin)
+        await refused_at_handshake.disconnect()  # ends the denier (it holds a layer receive)
 
 
 @in_loop
