@@ -252,3 +252,35 @@ def test_the_list_counts_a_conversation_s_compactions(api: ApiClient, operator_c
     row = html[html.index(f'id="c-{cid}"') :]
     assert '<span class="badge compactions"' in row[: row.index("</tr>")]
     assert "1 compaction</span>" in row[: row.index("</tr>")]
+
+
+def test_the_page_sets_a_conversation_s_window_for_those_who_may_change_it(
+    api: ApiClient, operator_client: Any
+) -> None:
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+
+    from tests.builders import make_user
+
+    (cid,) = imported(api, Path(REAL) / "claude_code_compact_boundary.jsonl")
+    page = f"/c/{cid}/"
+    assert 'id="window-form"' not in operator_client.get(page).content.decode()
+    assert operator_client.post(f"/c/{cid}/window", {"context_window": "5"}).status_code == 403
+
+    editor = make_user("editor")
+    editor.user_permissions.add(Permission.objects.get(codename="change_conversation"))
+    client = Client()
+    client.force_login(editor)
+    assert 'id="window-form"' in client.get(page).content.decode()
+    response = client.post(f"/c/{cid}/window", {"context_window": "64,000"})
+    assert (response.status_code, response["Location"]) == (302, page)
+    data = context(api, cid)
+    assert (data["window"], data["window_source"]) == (64_000, "conversation")
+    html = client.get(page).content.decode()
+    assert 'value="64000"' in html and "from the conversation" in html
+    refused = client.post(f"/c/{cid}/window", {"context_window": "<b hx-get=/x>1</b>"})
+    assert refused.status_code == 400 and b"hx-get" not in refused.content
+    assert client.post(f"/c/{cid}/window", {"context_window": ""}).status_code == 302
+    assert context(api, cid)["window_source"] == "table"
+    assert Client().post(f"/c/{cid}/window", {"context_window": "9"}).status_code == 302  # login
+    assert context(api, cid)["window_source"] == "table"

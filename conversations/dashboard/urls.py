@@ -17,6 +17,11 @@ urlpatterns = [
     path("c/<str:conversation_id>/diff", context.conversation_diff, name="conversation-diff"),
     path("c/<str:conversation_id>/find", finding.conversation_find, name="conversation-find"),
     path(
+        "c/<str:conversation_id>/window",
+        conversation.conversation_window,
+        name="conversation-window",
+    ),
+    path(
         "c/<str:conversation_id>/replay.json", conversation.replay_download, name="replay-download"
     ),
     path(

@@ -12,14 +12,17 @@ import functools
 from typing import Any
 
 import orjson
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url
 
 from conversations.core import page_windows, replay
 from conversations.core.compact import Policy
+from conversations.core.context_windows import MAX_WINDOW
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.dashboard import presenters
 from conversations.dashboard.views.common import (
@@ -36,7 +39,7 @@ from conversations.dashboard.views.common import (
     with_options,
     with_shares,
 )
-from conversations.record import finder_reads, selectors, shapes, token_counts
+from conversations.record import finder_reads, selectors, services, shapes, token_counts
 from conversations.record.models import Conversation
 
 
@@ -48,10 +51,42 @@ def conversation_detail(
     request: HtmxHttpRequest, conversation_id: str, *, vision: bool, shape: replay.Shape
 ) -> HttpResponse:
     conversation = conversation_or_404(conversation_id)
-    narrow = unchanged
+    narrow: Narrow = unchanged
     if may_share(request):
         narrow = functools.partial(with_shares, conversation)
+    if request.user.has_perm(CHANGE_PERMISSION):
+        narrow = _with_window_form(narrow, conversation)
     return detail_response(request, conversation, vision=vision, shape=shape, narrow=narrow)
+
+
+CHANGE_PERMISSION = "conversations.change_conversation"
+
+
+def _with_window_form(narrow: Narrow, conversation: Conversation) -> Narrow:
+    """The page's form for the window this conversation counts against (operators who may
+    change conversations)."""
+    action = reverse("conversation-window", args=[str(conversation.id)])
+    value = conversation.metadata.get("context_window", "")
+    return lambda context: narrow(context) | {"window_form": {"action": action, "value": value}}
+
+
+@require_POST
+@operator_required
+def conversation_window(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    """Set (or, empty, clear) the window a conversation counts against (docs/contract.md
+    §7), then back to its page."""
+    if not request.user.has_perm(CHANGE_PERMISSION):
+        raise PermissionDenied
+    conversation = conversation_or_404(conversation_id)
+    value = request.POST.get("context_window", "").strip().replace(",", "").replace("_", "")
+    if value and (not value.isascii() or not value.isdigit() or not 0 < int(value) <= MAX_WINDOW):
+        return bad_request(
+            request, f"The window must be a whole number of tokens from 1 to {MAX_WINDOW:,}."
+        )
+    services.conversation_window_set(
+        conversation=conversation, tokens=int(value) if value else None
+    )
+    return redirect(conversation.get_absolute_url())
 
 
 def page_context(
