@@ -405,3 +405,41 @@ def test_an_invalid_inline_image_is_a_gap_and_the_rest_of_the_span_is_stored(tok
     conversation = TraceConversation.objects.get(key="pic").conversation
     (gap,) = conversation.metadata["gaps"]
     assert (gap["kind"], gap["message"], gap["block"]) == ("image", 1, 1)
+
+
+def test_the_list_page_says_how_many_spans_were_rejected_lately_and_why(
+    token, operator_client, admin_client
+):
+    hostile = {"role": "<img src=x onerror=alert(1)>", "parts": []}
+    bad = span(genai_attributes([hostile], None, conversation="bad-role"))
+    response = post(request(bad, span(genai_attributes([user("ok")], None))).SerializeToString(),
+                    token)  # fmt: skip
+    assert answer(response).partial_success.rejected_spans == 1
+    html = operator_client.get("/").content.decode()
+    note = html[html.index('id="rejected-spans"') :].split("</p>")[0]
+    assert "1 OpenTelemetry span rejected by POST /v1/traces in the last 24 hours" in note
+    assert "&lt;img src=x onerror=alert(1)&gt;" in note and "<img" not in note
+    assert "all of them" not in note  # the admin link is for staff
+    assert "rejected-spans" in admin_client.get("/").content.decode()
+    listing = admin_client.get("/admin/conversations/rejectedspan/")
+    assert listing.status_code == 200 and b"onerror=alert(1)&gt;" in listing.content
+
+
+def test_rejections_are_kept_a_day_and_bounded(db, monkeypatch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from conversations.record import services
+    from conversations.record.models import RejectedSpan
+    from conversations.record.services import following
+
+    old = services.span_rejected(trace_id="t", span_id="s0", reason="old")
+    RejectedSpan.objects.filter(pk=old.pk).update(received_at=timezone.now() - timedelta(hours=25))
+    monkeypatch.setattr(following, "REJECTIONS_MAX", 3)
+    for n in range(1, 6):
+        services.span_rejected(trace_id="t", span_id=f"s{n}", reason="x" * 5_000)
+    kept = list(RejectedSpan.objects.values_list("span_id", flat=True))
+    assert kept == ["s5", "s4", "s3"]
+    assert all(len(r) == following.REASON_CHARS for r in RejectedSpan.objects.values_list(
+        "reason", flat=True))  # fmt: skip

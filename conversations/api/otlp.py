@@ -76,6 +76,7 @@ def traces(request: HttpRequest) -> HttpResponse:
             problem = "it could not be stored (an internal error, logged)"
         if problem is not None:
             log.warning("POST /v1/traces: span %s not stored: %s", span.span_id, problem)
+            services.span_rejected(trace_id=span.trace_id, span_id=span.span_id, reason=problem)
             rejected.append(f"span {span.span_id}: {problem}")
     message = "; ".join(rejected[:SHOWN_REJECTIONS])
     if len(rejected) > SHOWN_REJECTIONS:

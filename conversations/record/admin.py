@@ -22,7 +22,14 @@ from pydantic import ValidationError as SchemaError
 from conversations.core import replay, strictjson
 from conversations.core.search import QueryError
 from conversations.record import selectors, services, shapes
-from conversations.record.models import ApiToken, Block, Conversation, Message, ShareLink
+from conversations.record.models import (
+    ApiToken,
+    Block,
+    Conversation,
+    Message,
+    RejectedSpan,
+    ShareLink,
+)
 from conversations.record.schemas import ConversationIn, error_list
 
 
@@ -256,6 +263,14 @@ class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
         for token in queryset:
             services.api_token_revoke(token=token)
         self.message_user(request, f"Revoked {queryset.count()} token(s).")
+
+
+@admin.register(RejectedSpan)
+class RejectedSpanAdmin(ReadOnlyMixin, admin.ModelAdmin[RejectedSpan]):
+    """OTLP spans `POST /v1/traces` did not store, and why (the last day's)."""
+
+    list_display = ("received_at", "span_id", "trace_id", "reason")
+    search_fields = ("span_id", "trace_id")
 
 
 @admin.register(ShareLink)

@@ -290,6 +290,22 @@ class TraceConversation(models.Model):
         return self.key
 
 
+class RejectedSpan(models.Model):
+    """An OTLP span that `POST /v1/traces` did not store, and why (kept 24 hours): the list
+    page says how many were rejected recently, the admin lists them."""
+
+    received_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    trace_id = models.CharField(max_length=64)
+    span_id = models.CharField(max_length=32)
+    reason = models.TextField()
+
+    class Meta:
+        ordering = ["-received_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"span {self.span_id}"
+
+
 class ShareLink(models.Model):
     """A read-only link to one conversation (docs/contract.md §8); only the SHA-256 of its token is
     kept.

@@ -10,6 +10,7 @@ import hashlib
 import uuid
 from collections import deque
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 from typing import Any, NamedTuple
 
 import orjson
@@ -32,6 +33,7 @@ from conversations.record.models import (
     Block,
     Conversation,
     Message,
+    RejectedSpan,
     SearchEntry,
     ShareLink,
     TailCursor,
@@ -489,3 +491,10 @@ def block_total_through(conversation: Conversation, last_seq: int) -> int:
     """Blocks in messages 0..last_seq: a frozen link's total."""
     rows = Message.objects.filter(conversation=conversation, seq__lte=last_seq)
     return int(rows.aggregate(n=Sum("block_count"))["n"] or 0)
+
+
+def spans_rejected_since(since: datetime, *, shown: int = 3) -> tuple[int, list[RejectedSpan]]:
+    """How many OTLP spans were rejected since `since`, and the latest `shown` of them (the
+    table holds at most a day's, and at most `services.following.REJECTIONS_MAX` rows)."""
+    rows = RejectedSpan.objects.filter(received_at__gte=since)
+    return rows.count(), list(rows.order_by("-received_at", "-id")[:shown])

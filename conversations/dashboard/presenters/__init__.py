@@ -20,7 +20,12 @@ from conversations.dashboard.presenters.context import ContextRead, context_page
 from conversations.dashboard.presenters.conversation import PageRead, conversation_page
 from conversations.dashboard.presenters.diff import DiffSide, diff_page
 from conversations.dashboard.presenters.links import query
-from conversations.dashboard.presenters.listing import conversation_rows, list_empty, list_pager
+from conversations.dashboard.presenters.listing import (
+    conversation_rows,
+    list_empty,
+    list_pager,
+    rejected_spans_note,
+)
 from conversations.dashboard.presenters.messages import (
     MessageView,
     block_full_text,
@@ -63,6 +68,7 @@ __all__ = [
     "line_count",
     "list_empty",
     "list_pager",
+    "rejected_spans_note",
     "margin_counts",
     "message_meta",
     "message_views",

@@ -115,3 +115,19 @@ def conversation_rows(
             )
         )
     return rows
+
+
+REASON_SHOWN = 200  # characters of a rejection's reason on the list page
+
+
+def rejected_spans_note(count: int, latest: Sequence[Any]) -> str:
+    """What the list page says about OTLP spans rejected in the last day, or ""."""
+    if not count:
+        return ""
+    spans = f"{count:,} OpenTelemetry span{'s' if count != 1 else ''}"
+    note = f"{spans} rejected by POST /v1/traces in the last 24 hours"
+    if latest:
+        reason = latest[0].reason
+        cut = reason if len(reason) <= REASON_SHOWN else reason[:REASON_SHOWN] + "…"
+        note += f"; the latest, span {latest[0].span_id}: {cut}"
+    return note

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import render
@@ -23,6 +25,7 @@ from conversations.record import selectors
 from conversations.record.models import Conversation
 
 PER_PAGE = 25
+REJECTED_SPANS_SHOWN = timedelta(hours=24)
 
 
 @require_GET
@@ -58,6 +61,9 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
         # live is not checked against a search or a filter.
         "live": page.number == 1 and not q and not filters,
         "can_import": request.user.has_perm(ADD_PERMISSION),
+        "rejected_spans": presenters.rejected_spans_note(
+            *selectors.spans_rejected_since(timezone.now() - REJECTED_SPANS_SHOWN)
+        ),
         "socket_url": socket_urls.list_socket_url(since),
     }
     partial = request.htmx and not request.htmx.history_restore_request

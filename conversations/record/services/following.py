@@ -7,13 +7,22 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, assert_never
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
 from pydantic import ValidationError
 
 from conversations.core import live_sources
-from conversations.record.models import Conversation, Message, TailCursor, TraceConversation
+from conversations.record.models import (
+    Conversation,
+    Message,
+    RejectedSpan,
+    TailCursor,
+    TraceConversation,
+)
 from conversations.record.schemas import BLOCK_ADAPTER, BlockIn, MessageIn, error_sentence
 from conversations.record.services.appending import block_append, messages_append
 from conversations.record.services.conversations import (
@@ -208,6 +217,24 @@ class TracedMessage:
     message: MessageIn
     fingerprint: str
     gaps: tuple[dict[str, Any], ...] = ()  # what its blocks could not hold (`block` index)
+
+
+REJECTIONS_KEPT = timedelta(hours=24)
+REJECTIONS_MAX = 10_000  # rows at most, whatever a client sends within a day
+REASON_CHARS = 1_000
+
+
+def span_rejected(*, trace_id: str, span_id: str, reason: str) -> RejectedSpan:
+    """Keep why an OTLP span was not stored (the list page counts the last day's, the admin
+    lists them). Older rows and rows past the most recent `REJECTIONS_MAX` go as new ones
+    come, through indexed deletes, so the table stays small."""
+    row = RejectedSpan.objects.create(
+        trace_id=trace_id[:64], span_id=span_id[:32], reason=reason[:REASON_CHARS]
+    )
+    RejectedSpan.objects.filter(
+        Q(received_at__lt=timezone.now() - REJECTIONS_KEPT) | Q(id__lte=row.id - REJECTIONS_MAX)
+    ).delete()
+    return row
 
 
 def trace_continue(
