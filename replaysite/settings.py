@@ -158,6 +158,9 @@ REPLAY_MAX_IMAGE_PIXELS = env_int("REPLAY_MAX_IMAGE_PIXELS", 40_000_000)
 # and how often a socket renews its group membership (layers expire members).
 REPLAY_BROADCAST_TIMEOUT = env_int("REPLAY_BROADCAST_TIMEOUT_MS", 500) / 1000
 REPLAY_GROUP_REFRESH_SECONDS = env_int("REPLAY_GROUP_REFRESH_SECONDS", 60)
+# How often an open socket's access is checked again, per session (docs/contract.md §4: a
+# user deactivated elsewhere loses open sockets within 10 s, signals or not).
+REPLAY_ACCESS_RECHECK_SECONDS = env_int("REPLAY_ACCESS_RECHECK_SECONDS", 5)
 # A conversation whose adds come faster than 20 a second gets at most one live frame per
 # this many ms per watcher, carrying all of them (0: one frame per add, always).
 REPLAY_LIVE_BURST_MS = env_int("REPLAY_LIVE_BURST_MS", 250, minimum=0)

@@ -73,7 +73,8 @@ class ShareConsumer(ConversationConsumer):
         await self.start((share_sockets, link.pk))
 
     def background(self) -> list[Coroutine[Any, Any, None]]:
-        return [*super().background(), self.watch()]
+        # The link, not a session, decides: its own watch replaces the session's ticks.
+        return [self.refresh_groups(), self.watch()]
 
     async def watch(self) -> None:
         """Check the link every few seconds (and at its expiry): the fallback for a

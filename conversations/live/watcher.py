@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 import uuid
 from collections.abc import Coroutine
 from typing import Any
@@ -124,7 +125,7 @@ class Watcher(LiveConsumer):
         return []
 
     def background(self) -> list[Coroutine[Any, Any, None]]:
-        return [self.refresh_groups()]
+        return [self.refresh_groups(), self.access_ticks()]
 
     async def opened(self) -> None:
         pass
@@ -157,6 +158,27 @@ class Watcher(LiveConsumer):
 
     async def refreshed(self) -> None:
         pass
+
+    async def access_ticks(self) -> None:
+        """Check access again every `REPLAY_ACCESS_RECHECK_SECONDS` (5): a user deactivated,
+        stripped of the permission or given a new password by another process (the admin
+        on another server, `manage.py shell`), whose signal never reaches this one, loses
+        the socket within 10 s. Every socket of a session here shares one check per tick
+        (the tick is in the check's key), so the cost is per session, not per socket."""
+        every = float(settings.REPLAY_ACCESS_RECHECK_SECONDS)
+        while not self.closing:
+            # Wake at the next tick boundary, so a session's sockets ask at the same time.
+            now = time.monotonic()
+            await asyncio.sleep(every - now % every + random.uniform(0, every / 20))
+            tick = int(time.monotonic() // every)
+            try:
+                async with asyncio.timeout(REFRESH_TIMEOUT):
+                    if not await self.recheck(("tick", tick)):
+                        return
+            except Exception as exc:
+                log.warning("closing a socket whose access check failed: %s", exc)
+                await self.close(code=1011)
+                return
 
     async def recheck(self, reason: tuple[Any, ...]) -> bool:
         """Check the session and user again (one check per session and reason, however
