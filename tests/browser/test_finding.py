@@ -368,3 +368,26 @@ def test_a_share_page_finds_through_its_own_link_and_no_further(page, daphne):
     page.keyboard.type("secret")
     page.keyboard.press("Enter")
     expect(page.locator("#find-status")).to_have_text("No matches in this conversation.")
+
+
+def test_n_steps_to_a_stored_compaction_and_says_so(operator_page):
+    page = operator_page
+    conversation = stored(rounds(400, error_at=300))
+    marks = [{"kind": "compact_boundary", "trigger": "auto", "preTokens": 150_000, "seq": 120}]
+    off_loop(
+        lambda: services.conversation_update(
+            conversation=conversation,
+            title=conversation.title,
+            metadata=conversation.metadata | {"compact_boundaries": marks},
+        )
+    )
+    open_page(page, conversation, "#m-0")
+    expect(page.locator("#m-0")).to_be_visible()  # the deep link's window is held
+    page.keyboard.press("n")
+    expect(page.locator("#find-status")).to_have_text("Compaction · #120")
+    expect(page.locator("#m-120")).to_be_focused()
+    page.keyboard.press("n")
+    expect(page.locator("#find-status")).to_have_text("Tool error · #301")
+    expect(page.locator("#m-301 .find-hit")).to_be_visible()  # landed
+    page.keyboard.press("N")
+    expect(page.locator("#find-status")).to_have_text("Compaction · #120")
