@@ -371,3 +371,31 @@ def test_the_embedded_layer_is_channels_in_memory_layer_tidied_once_a_second() -
         assert "a!1" in layer.groups["g"]
 
     asyncio.run(body())
+
+
+def test_the_outbox_stops_when_cancelled_though_the_layer_swallows_the_cancellation(
+    monkeypatch: Any,
+) -> None:
+    """A loop that closes cancels its outbox mid-send; a layer client that turns that
+    into an error of its own must not leave the outbox waiting for the next event (the
+    loop's close would wait for it forever)."""
+    sending = asyncio.Event()
+
+    async def swallowing(groups: list[str], message: dict[str, Any]) -> None:
+        sending.set()
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            raise ConnectionError("connection closed") from None
+
+    monkeypatch.setattr(events, "_send", swallowing)
+
+    async def body() -> None:
+        outbox = events.Outbox(asyncio.get_running_loop())
+        outbox.put((["g"], {"type": "share.revoked", "share_id": 1}, None))
+        await asyncio.wait_for(sending.wait(), 2)
+        outbox.task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(outbox.task, 2)
+
+    asyncio.run(body())

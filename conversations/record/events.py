@@ -249,6 +249,11 @@ class Outbox:
                     _log_failure(_changed(item, []), exc)
                 else:
                     _log_failure(item[1], exc)
+                # A layer client may turn the cancellation of a send (the loop closing)
+                # into an error of its own: the cancellation still stands.
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise asyncio.CancelledError from exc
 
     async def take(self, groups: list[str], event: Event, conversation_id: str | None) -> None:
         position = _position(event)
