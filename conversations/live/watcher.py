@@ -166,10 +166,15 @@ class Watcher(LiveConsumer):
         the socket within 10 s. Every socket of a session here shares one check per tick
         (the tick is in the check's key), so the cost is per session, not per socket."""
         every = float(settings.REPLAY_ACCESS_RECHECK_SECONDS)
+        opened = time.monotonic()  # the handshake has just checked access
         while not self.closing:
-            # Wake at the next tick boundary, so a session's sockets ask at the same time.
+            # Wake at a tick boundary, so a session's sockets ask at the same time; the
+            # first at least half a tick after the handshake (so within 1.5 ticks of it).
             now = time.monotonic()
-            await asyncio.sleep(every - now % every + random.uniform(0, every / 20))
+            wait = every - now % every
+            if now + wait - opened < every / 2:
+                wait += every
+            await asyncio.sleep(wait + random.uniform(0, every / 20))
             tick = int(time.monotonic() // every)
             try:
                 async with asyncio.timeout(REFRESH_TIMEOUT):
