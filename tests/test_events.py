@@ -379,23 +379,29 @@ def test_the_outbox_stops_when_cancelled_though_the_layer_swallows_the_cancellat
     """A loop that closes cancels its outbox mid-send; a layer client that turns that
     into an error of its own must not leave the outbox waiting for the next event (the
     loop's close would wait for it forever)."""
-    sending = asyncio.Event()
+    started: dict[str, asyncio.Event] = {}  # the send under way, per run (an Event is per loop)
 
-    async def swallowing(groups: list[str], message: dict[str, Any]) -> None:
-        sending.set()
+    async def raising(groups: list[str], message: dict[str, Any]) -> None:
+        started["send"].set()
         try:
             await asyncio.sleep(10)
         except asyncio.CancelledError:
             raise ConnectionError("connection closed") from None
 
-    monkeypatch.setattr(events, "_send", swallowing)
+    async def swallowing(groups: list[str], message: dict[str, Any]) -> None:
+        started["send"].set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(10)
 
     async def body() -> None:
+        started["send"] = asyncio.Event()
         outbox = events.Outbox(asyncio.get_running_loop())
         outbox.put((["g"], {"type": "share.revoked", "share_id": 1}, None))
-        await asyncio.wait_for(sending.wait(), 2)
+        await asyncio.wait_for(started["send"].wait(), 2)
         outbox.task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(outbox.task, 2)
 
-    asyncio.run(body())
+    for send in (raising, swallowing):
+        monkeypatch.setattr(events, "_send", send)
+        asyncio.run(body())

@@ -237,6 +237,7 @@ class Outbox:
             )
 
     async def drain(self) -> None:
+        me = asyncio.current_task()
         while True:
             item = await self.queue.get()
             try:
@@ -249,11 +250,10 @@ class Outbox:
                     _log_failure(_changed(item, []), exc)
                 else:
                     _log_failure(item[1], exc)
-                # A layer client may turn the cancellation of a send (the loop closing)
-                # into an error of its own: the cancellation still stands.
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
-                    raise asyncio.CancelledError from exc
+            # A layer client may swallow the cancellation of a send (the loop closing), or
+            # turn it into an error of its own: the cancellation still stands.
+            if me is not None and me.cancelling():
+                raise asyncio.CancelledError
 
     async def take(self, groups: list[str], event: Event, conversation_id: str | None) -> None:
         position = _position(event)
