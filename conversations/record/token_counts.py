@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar, cast
 
 from conversations.core import compact, context_windows, replay, tokens
 from conversations.core import next_request as nr
-from conversations.core.compact import Policy
+from conversations.core.compact import Compacted, Policy
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.record import selectors
 from conversations.record.models import Conversation
@@ -301,17 +301,8 @@ def preview(
     counted from the cache, changed ones afresh."""
     query = query or {}
     rows = selectors.message_rows(conversation)
-    stored = selectors.stored_messages(rows)
     before = pressure(conversation, options, query=query, policy=policy)
-    compacted = compact.compact(
-        stored,
-        policy,
-        seqs=[r.seq for r in rows],
-        boundaries=compact.boundary_seqs(conversation.metadata),
-        vision=options.vision,
-        shape=options.shape,
-        input_tokens=before.total,
-    )
+    compacted = _compacted(conversation, rows, options, policy, before.total)
     by_seq = {c.seq: c for c in before.messages}
     rows_by_seq = {r.seq: r for r in rows}
     counted: list[Counted] = []
@@ -350,12 +341,23 @@ def compacted_payload(
 ) -> replay.Payload:
     """The payload after `policy`: the unchanged projection of the compacted record."""
     rows = selectors.message_rows(conversation)
-    stored = selectors.stored_messages(rows)
     input_tokens = None
     if policy.name == "clear_tool_uses":
         input_tokens = pressure(conversation, options, policy=policy).total
-    compacted = compact.compact(
-        stored,
+    compacted = _compacted(conversation, rows, options, policy, input_tokens)
+    return replay.project(compacted.messages, vision=options.vision, shape=options.shape)
+
+
+def _compacted(
+    conversation: Conversation,
+    rows: Sequence[selectors.MessageRow],
+    options: ReplayOptions,
+    policy: Policy,
+    input_tokens: int | None,
+) -> Compacted:
+    """The stored record after `policy`, its boundaries read from the conversation."""
+    return compact.compact(
+        selectors.stored_messages(rows),
         policy,
         seqs=[r.seq for r in rows],
         boundaries=compact.boundary_seqs(conversation.metadata),
@@ -363,7 +365,6 @@ def compacted_payload(
         shape=options.shape,
         input_tokens=input_tokens,
     )
-    return replay.project(compacted.messages, vision=options.vision, shape=options.shape)
 
 
 def _usage_data(counted: Counted, input_estimate: int) -> dict[str, Any] | None:
