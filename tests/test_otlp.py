@@ -443,3 +443,17 @@ def test_rejections_are_kept_a_day_and_bounded(db, monkeypatch):
     assert kept == ["s5", "s4", "s3"]
     assert all(len(r) == following.REASON_CHARS for r in RejectedSpan.objects.values_list(
         "reason", flat=True))  # fmt: skip
+
+
+def test_the_list_page_pays_one_query_for_rejections_when_there_are_none(
+    db, django_assert_num_queries
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from conversations.record import selectors
+
+    since = timezone.now() - timedelta(hours=24)
+    with django_assert_num_queries(1):
+        assert selectors.spans_rejected_since(since) == (0, [])
