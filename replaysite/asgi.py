@@ -52,13 +52,20 @@ class BoundedBodyASGIHandler(ASGIHandler):
 
 
 from conversations.live.routing import websocket_urlpatterns  # noqa: E402
+from replaysite.health import Probes  # noqa: E402
+from replaysite.logs import RequestIds, route_access_log  # noqa: E402
 from replaysite.origin import SameOriginValidator  # noqa: E402
 
 # Sessions only, not channels' AuthMiddlewareStack: the consumers check the session's
 # user, permission and conversation in one query (conversations/live/access.py).
-application = ProtocolTypeRouter(
-    {
-        "http": BoundedBodyASGIHandler(),
-        "websocket": SameOriginValidator(SessionMiddlewareStack(URLRouter(websocket_urlpatterns))),
-    }
+route_access_log()
+application = RequestIds(
+    ProtocolTypeRouter(
+        {
+            "http": Probes(BoundedBodyASGIHandler()),
+            "websocket": SameOriginValidator(
+                SessionMiddlewareStack(URLRouter(websocket_urlpatterns))
+            ),
+        }
+    )
 )

@@ -46,6 +46,14 @@ def env_int(name: str, default: int, *, minimum: int = 1) -> int:
     return number
 
 
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = os.environ.get(name, "").strip() or default
+    found = {choice.lower(): choice for choice in choices}.get(value.lower())
+    if found is None:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, not {value!r}.")
+    return found
+
+
 def env_hosts(name: str, default: list[str]) -> list[str]:
     value = os.environ.get(name, "").strip()
     if value == "":
@@ -312,9 +320,6 @@ CONTENT_SECURITY_POLICY = {
 
 # Share tokens never reach a log line (replaysite/logs.py), whoever writes it.
 logs.install()
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"conversations": {"handlers": ["console"], "level": "INFO", "propagate": False}},
-}
+REPLAY_LOG_LEVEL = env_choice("REPLAY_LOG_LEVEL", "INFO", logs.LEVELS)
+REPLAY_LOG_FORMAT = env_choice("REPLAY_LOG_FORMAT", "text", logs.FORMATS)
+LOGGING = logs.config(REPLAY_LOG_LEVEL, REPLAY_LOG_FORMAT)

@@ -334,3 +334,21 @@ def test_secret_key_is_generated_in_the_data_dir_and_reused(tmp_path: Path) -> N
 def test_secret_key_from_the_environment_writes_no_file(tmp_path: Path) -> None:
     assert show(tmp_path, DJANGO_SECRET_KEY=GOOD_SECRET)["SECRET_KEY"] == GOOD_SECRET
     assert not (tmp_path / "secret_key").exists()
+
+
+def test_a_command_run_without_the_deployments_environment_refuses_to_start(
+    tmp_path: Path,
+) -> None:
+    """cron's `env -i`: no DATABASE_URL, DJANGO_DEBUG unset (0). `prune` must not open a new,
+    empty SQLite database in its place: it stops, naming the variable, and creates nothing."""
+    done = manage(tmp_path, "prune", "--older-than", "30")
+    assert done.returncode == 1
+    assert "DATABASE_URL is not set" in done.stderr
+    assert "cron" in done.stderr
+    assert not (tmp_path / "replay.sqlite3").exists()
+    # In development, or once the embedded default exists, the command runs.
+    assert manage(tmp_path, "migrate", "--noinput").returncode == 0
+    done = manage(tmp_path, "prune", "--older-than", "30")
+    assert done.returncode == 0, done.stderr
+    done = manage(tmp_path / "dev", "prune", "--older-than", "30", DJANGO_DEBUG="1")
+    assert "DATABASE_URL is not set" not in done.stderr
