@@ -54,6 +54,7 @@ class BoundedBodyASGIHandler(ASGIHandler):
 from conversations.live.routing import websocket_urlpatterns  # noqa: E402
 from replaysite.health import Probes  # noqa: E402
 from replaysite.logs import RequestIds, route_access_log  # noqa: E402
+from replaysite.metrics import Metrics  # noqa: E402
 from replaysite.origin import SameOriginValidator  # noqa: E402
 
 # Sessions only, not channels' AuthMiddlewareStack: the consumers check the session's
@@ -62,7 +63,7 @@ route_access_log()
 application = RequestIds(
     ProtocolTypeRouter(
         {
-            "http": Probes(BoundedBodyASGIHandler()),
+            "http": Metrics(Probes(BoundedBodyASGIHandler())),
             "websocket": SameOriginValidator(
                 SessionMiddlewareStack(URLRouter(websocket_urlpatterns))
             ),

@@ -5,6 +5,7 @@ small helpers below; a malformed value stops start-up with ImproperlyConfigured
 naming the variable.
 """
 
+import ipaddress
 import os
 import secrets
 from pathlib import Path
@@ -52,6 +53,20 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     if found is None:
         raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, not {value!r}.")
     return found
+
+
+def env_networks(name: str) -> list[Any]:
+    """Comma-separated networks (`10.0.0.0/8`, `127.0.0.1`)."""
+    networks = []
+    for item in os.environ.get(name, "").split(","):
+        if item.strip():
+            try:
+                networks.append(ipaddress.ip_network(item.strip(), strict=False))
+            except ValueError:
+                raise ImproperlyConfigured(
+                    f"{name} must list networks such as 10.0.0.0/8 or 127.0.0.1, not {item!r}."
+                ) from None
+    return networks
 
 
 def env_hosts(name: str, default: list[str]) -> list[str]:
@@ -185,6 +200,11 @@ if REPLAY_SHARE_RECHECK_SECONDS > 10:
     )
 # Open sockets per share link, per server process: a link holder cannot open without end.
 REPLAY_MAX_SOCKETS_PER_SHARE = env_int("REPLAY_MAX_SOCKETS_PER_SHARE", 20)
+# `/metrics` (replaysite/metrics.py): for a bearer token, or for clients in these networks.
+REPLAY_METRICS_TOKEN = os.environ.get("REPLAY_METRICS_TOKEN", "").strip()
+if REPLAY_METRICS_TOKEN and len(REPLAY_METRICS_TOKEN) < 16:
+    raise ImproperlyConfigured("REPLAY_METRICS_TOKEN must be at least 16 characters long.")
+REPLAY_METRICS_ALLOW = env_networks("REPLAY_METRICS_ALLOW")
 # Django refuses bodies over 2.5 MB by default; the API's own limit is the one that counts.
 DATA_UPLOAD_MAX_MEMORY_SIZE = REPLAY_MAX_BODY_MB * 1024 * 1024
 
@@ -205,7 +225,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "replaysite.middleware.share_headers",  # outermost: it sees every share response
+    "replaysite.metrics.RouteTimer",  # times everything below it, by route
+    "replaysite.middleware.share_headers",  # outermost but the timer: every share response
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
