@@ -1,5 +1,6 @@
 """ASGI entry point: HTTP (with static files) and, for live pages, WebSockets."""
 
+import asyncio
 import os
 import tempfile
 from typing import Any
@@ -49,6 +50,25 @@ class BoundedBodyASGIHandler(ASGIHandler):
                 break
         body_file.seek(0)
         return body_file
+
+    async def listen_for_disconnect(self, receive: Any) -> Any:
+        """Django's, but its RequestAborted is always retrieved.
+
+        When the server stops (SIGTERM), daphne cancels the request's coroutine while it
+        waits on this task and the view's; the view finishes (an import is stored whole),
+        then this task sees the disconnect and raises RequestAborted into a task nobody
+        awaits any more, which asyncio reports as "Task exception was never retrieved"
+        with a traceback. Retrieving it here ends the request cleanly.
+        """
+        task = asyncio.current_task()
+        if task is not None:
+            task.add_done_callback(_retrieve)
+        return await super().listen_for_disconnect(receive)
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 from conversations.live.routing import websocket_urlpatterns  # noqa: E402
