@@ -167,6 +167,9 @@ def secret_key(data_dir: Path) -> str:
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
 HTTPS = env_bool("DJANGO_HTTPS", False)
+# HSTS `preload` (with DJANGO_HTTPS=1) puts the domain in browsers' built-in HTTPS-only
+# lists, which takes months to undo: only on request, once every subdomain serves HTTPS.
+REPLAY_HSTS_PRELOAD = env_bool("REPLAY_HSTS_PRELOAD", False)
 DATA_DIR = env_dir("REPLAY_DATA_DIR", BASE_DIR / "data")
 SECRET_KEY = secret_key(DATA_DIR)
 ALLOWED_HOSTS = env_hosts("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
@@ -323,7 +326,10 @@ if HTTPS:
     CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = 31_536_000
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
-    SECURE_HSTS_PRELOAD = True
+    SECURE_HSTS_PRELOAD = REPLAY_HSTS_PRELOAD
+    if not REPLAY_HSTS_PRELOAD:
+        # check --deploy's "cannot be submitted to the preload list": left off on purpose.
+        SILENCED_SYSTEM_CHECKS = ["security.W021"]
 
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {

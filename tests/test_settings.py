@@ -65,6 +65,7 @@ SHOWN = (
     "SESSION_COOKIE_SECURE",
     "CSRF_COOKIE_SECURE",
     "SECURE_HSTS_SECONDS",
+    "SECURE_HSTS_PRELOAD",
 )
 
 
@@ -113,6 +114,7 @@ def last_line(text: str) -> str:
         ("REPLAY_BROADCAST_TIMEOUT_MS", "fast"),
         ("REPLAY_GROUP_REFRESH_SECONDS", "0"),
         ("REPLAY_SHARING", "maybe"),
+        ("REPLAY_HSTS_PRELOAD", "sure"),
         ("REPLAY_SHARE_RECHECK_SECONDS", "11"),
         ("REPLAY_MAX_SOCKETS_PER_SHARE", "0"),
         ("DATABASE_URL", "mysql://x"),
@@ -304,6 +306,25 @@ def test_https_deployment_passes_the_deploy_check(tmp_path: Path) -> None:
     assert shown["SESSION_COOKIE_SECURE"] is True
     assert shown["CSRF_COOKIE_SECURE"] is True
     assert shown["SECURE_HSTS_SECONDS"] > 0
+    # Preload is hard to undo (browsers' built-in lists): never sent unless asked for.
+    assert shown["SECURE_HSTS_PRELOAD"] is False
+
+
+def test_hsts_preload_is_opt_in_and_then_passes_the_deploy_check(tmp_path: Path) -> None:
+    env = {
+        "DJANGO_HTTPS": "1",
+        "DJANGO_DEBUG": "0",
+        "DJANGO_SECRET_KEY": GOOD_SECRET,
+        "DJANGO_ALLOWED_HOSTS": "replay.example.com",
+        "REPLAY_HSTS_PRELOAD": "1",
+    }
+
+    done = manage(tmp_path, "check", "--deploy", "--fail-level", "WARNING", **env)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert show(tmp_path, **env)["SECURE_HSTS_PRELOAD"] is True
+    # Without DJANGO_HTTPS there is no HSTS header to carry it.
+    assert show(tmp_path, REPLAY_HSTS_PRELOAD="1")["SECURE_HSTS_PRELOAD"] is False
 
 
 def test_without_https_the_deploy_check_warns_about_it(tmp_path: Path) -> None:

@@ -1,0 +1,124 @@
+"""Token rotation (docs/contract.md §5): `revoke_api_token` by id or prefix, `--list` to see
+which tokens are still in use; a revoked token is refused at once."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import Client
+
+from conversations.record import services
+from conversations.record.models import ApiToken
+
+pytestmark = [pytest.mark.django_db, pytest.mark.sqlite]
+
+
+def command(name: str, *args: str) -> list[str]:
+    out = StringIO()
+    call_command(name, *args, stdout=out)
+    return out.getvalue().splitlines()
+
+
+def answers(token: str) -> int:
+    response = Client().get("/api/conversations", headers={"Authorization": f"Bearer {token}"})
+    return response.status_code
+
+
+def test_rotation_revokes_the_old_token_by_id_and_keeps_the_new_one() -> None:
+    old, old_clear = services.api_token_create(label="agent on build-7")
+    new_clear = command("create_api_token", "agent on build-7 (rotated)")[-1]
+    assert answers(old_clear) == answers(new_clear) == 200
+
+    lines = command("revoke_api_token", str(old.pk))
+
+    assert lines == [f"Revoked API token {old.pk} (agent on build-7 ({old.prefix}…))."]
+    assert answers(old_clear) == 401
+    assert answers(new_clear) == 200
+
+
+def test_a_token_is_revoked_by_its_prefix() -> None:
+    token, clear = services.api_token_create(label="ci")
+
+    command("revoke_api_token", clear[:8])
+
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+    assert answers(clear) == 401
+
+
+def test_revoking_twice_says_so_and_keeps_the_first_time() -> None:
+    token, _ = services.api_token_create(label="ci")
+    command("revoke_api_token", str(token.pk))
+    token.refresh_from_db()
+    first = token.revoked_at
+
+    lines = command("revoke_api_token", str(token.pk))
+
+    assert "already revoked" in lines[0]
+    token.refresh_from_db()
+    assert token.revoked_at == first
+
+
+def test_list_shows_each_token_with_its_last_use_and_state() -> None:
+    used, used_clear = services.api_token_create(label="in use")
+    idle, _ = services.api_token_create(label="idle")
+    assert answers(used_clear) == 200
+    command("revoke_api_token", str(idle.pk))
+
+    lines = command("revoke_api_token", "--list")
+
+    assert len(lines) == 2
+    first, second = (line.split("\t") for line in lines)
+    assert first[:3] == [str(used.pk), used.prefix, "in use"]
+    assert first[4] != "last used -" and first[5] == "active"
+    assert second[:3] == [str(idle.pk), idle.prefix, "idle"]
+    assert second[4] == "last used -" and second[5].startswith("revoked ")
+    assert not any(used_clear in line for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ("999999", "No API token"),
+        ("rpl_zzzz", "No API token"),
+        ("label", "id or its 8-character prefix"),
+    ],
+)
+def test_an_unknown_or_malformed_token_is_refused_naming_the_problem(
+    given: str, message: str
+) -> None:
+    token, _ = services.api_token_create(label="kept")
+
+    with pytest.raises(CommandError, match=message):
+        call_command("revoke_api_token", given, stdout=StringIO())
+
+    token.refresh_from_db()
+    assert token.revoked_at is None
+
+
+def test_a_whole_token_given_by_mistake_is_not_echoed() -> None:
+    _, clear = services.api_token_create(label="kept")
+
+    with pytest.raises(CommandError) as refused:
+        call_command("revoke_api_token", clear, stdout=StringIO())
+
+    assert clear not in str(refused.value)
+    assert ApiToken.objects.get().revoked_at is None
+
+
+def test_a_prefix_shared_by_two_tokens_is_refused_listing_their_ids() -> None:
+    first, _ = services.api_token_create(label="one")
+    second, _ = services.api_token_create(label="two")
+    ApiToken.objects.filter(pk=second.pk).update(prefix=first.prefix)
+
+    with pytest.raises(CommandError, match=f"ids {first.pk}, {second.pk}"):
+        call_command("revoke_api_token", first.prefix, stdout=StringIO())
+
+    assert not ApiToken.objects.filter(revoked_at__isnull=False).exists()
+
+
+def test_without_a_token_or_list_it_asks_for_one() -> None:
+    with pytest.raises(CommandError, match="--list"):
+        call_command("revoke_api_token", stdout=StringIO())
