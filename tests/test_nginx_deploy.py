@@ -25,6 +25,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -55,6 +56,11 @@ STEPS = [
     ".venv/bin/python manage.py createsuperuser --noinput",
 ]
 TOKEN_STEP = '.venv/bin/python manage.py create_api_token "agents"'
+BACKUP = 'pg_dump --format=custom --file=replay-$(date +%F).dump "$DATABASE_URL"'
+RESTORE = (
+    'pg_restore --clean --if-exists --no-owner --dbname="$DATABASE_URL" replay-2026-12-01.dump'
+)
+MIGRATE = ".venv/bin/python manage.py migrate --noinput"
 MB = 1024 * 1024
 
 
@@ -143,9 +149,33 @@ class Site:
     env: dict[str, str]  # the environment file's, and a PATH: all the processes get
     database_url: str
     token: str
-    daphne_logs: list[Path]
+    daphne_ports: list[int]
     access_log: Path
     steps: dict[str, subprocess.CompletedProcess[str]] = field(default_factory=dict)
+    daphnes: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def daphne_logs(self) -> list[Path]:
+        return [self.root / f"daphne-{port}.log" for port in self.daphne_ports]
+
+    def start_daphne(self, port: int) -> subprocess.Popen[bytes]:
+        """What `systemctl start replay@PORT` runs (without waiting for it to listen)."""
+        log = self.root / f"daphne-{port}.log"
+        process = subprocess.Popen(
+            exec_start(port), cwd=ROOT, env=self.env, stdout=log.open("ab"),
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        self.daphnes[port] = process
+        return process
+
+    def wait_for_daphne(self, port: int) -> None:
+        wait_for_port(port, self.daphnes[port], self.root / f"daphne-{port}.log")
+
+    def stop_daphne(self, port: int) -> int:
+        """What `systemctl stop replay@PORT` does: SIGTERM, and 60 s to exit."""
+        process = self.daphnes.pop(port)
+        process.send_signal(signal.SIGTERM)
+        return process.wait(60)
 
     def client(self, **kwargs: object) -> httpx.Client:
         return httpx.Client(base_url=self.url, verify=self.tls, timeout=60, **kwargs)  # type: ignore[arg-type]
@@ -192,6 +222,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     root = tmp_path_factory.mktemp("nginx-deploy")
     started: list[subprocess.Popen[bytes]] = []
     redis = RedisServer(root)
+    site: Site | None = None
     database_url = create_database(postgres, urlparse(postgres).path.lstrip("/") + "_nginx")
     try:
         redis.start()
@@ -219,7 +250,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
             env=env,
             database_url=database_url,
             token="",
-            daphne_logs=[root / f"daphne-{port}.log" for port in ports],
+            daphne_ports=ports,
             access_log=root / "nginx" / "replay.access.log",
         )
         superuser = {
@@ -235,14 +266,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         assert made.returncode == 0, made.stderr
         site.token = made.stdout.split()[-1]
 
-        for port, log in zip(ports, site.daphne_logs, strict=True):
-            process = subprocess.Popen(
-                exec_start(port), cwd=ROOT, env=env, stdout=log.open("wb"),
-                stderr=subprocess.STDOUT,
-            )  # fmt: skip
-            started.append(process)
-        for port, log, process in zip(ports, site.daphne_logs, started, strict=True):
-            wait_for_port(port, process, log)
+        for port in ports:
+            site.start_daphne(port)
+        for port in ports:
+            site.wait_for_daphne(port)
 
         prefix = root / "nginx"
         prefix.mkdir()
@@ -251,8 +278,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
             {
                 "listen 443 ssl;": f"listen 127.0.0.1:{https_port} ssl;",
                 "listen 80;": f"listen 127.0.0.1:{http_port};",
-                "server 127.0.0.1:8001;": f"server 127.0.0.1:{ports[0]};",
-                "server 127.0.0.1:8002;": f"server 127.0.0.1:{ports[1]};",
+                "server 127.0.0.1:8001 ": f"server 127.0.0.1:{ports[0]} ",
+                "server 127.0.0.1:8002 ": f"server 127.0.0.1:{ports[1]} ",
                 "/etc/letsencrypt/live/replay.example.com/fullchain.pem": str(cert),
                 "/etc/letsencrypt/live/replay.example.com/privkey.pem": str(key),
                 "/var/log/nginx/replay.access.log": str(site.access_log),
@@ -282,7 +309,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         wait_for_port(https_port, process, prefix / "error.log")
         yield site
     finally:
-        for process in reversed(started):
+        for process in [*reversed(started), *(site.daphnes.values() if site else [])]:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
                 try:
@@ -376,6 +403,19 @@ def test_plain_http_is_sent_to_https(site: Site) -> None:
     assert answer.status_code == 301
     # In production the https server is on 443, so the redirect names no port.
     assert answer.headers["location"] == f"https://{HOST}/api/conversations?x=1"
+    # An agent given a daphne port gets the same answer (README: agents use nginx's https);
+    # the probes there are answered before the redirect.
+    port = site.daphne_ports[0]
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as direct:
+        redirected = direct.post(
+            "/api/conversations",
+            json={"title": "clear"},
+            headers={"Host": HOST, "Authorization": f"Bearer {site.token}"},
+        )
+        ready = direct.get("/readyz")
+    assert redirected.status_code == 301
+    assert redirected.headers["location"] == f"https://{HOST}/api/conversations"
+    assert ready.status_code == 200
 
 
 def test_a_5_mb_import_goes_through_nginx_and_its_urls_keep_the_port(site: Site) -> None:
@@ -554,6 +594,101 @@ def test_the_cron_lines_run_with_the_units_environment(site: Site) -> None:
         assert api.get(f"/api/conversations/{fresh}").status_code == 200
 
 
+def test_a_rolling_restart_loses_no_request(site: Site) -> None:
+    """The README's upgrade: one process at a time, the next once the first is ready
+    (/readyz answers over plain HTTP on its own port); nginx sends every request to the
+    process that is up."""
+    answers: list[int | str] = []
+    running = threading.Event()
+    running.set()
+
+    def read() -> None:
+        with site.api() as api:
+            while running.is_set():
+                try:
+                    answers.append(api.get("/api/conversations?page_size=1").status_code)
+                except httpx.HTTPError as exc:
+                    answers.append(type(exc).__name__)
+                time.sleep(0.02)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for port in site.daphne_ports:
+            assert site.stop_daphne(port) == 0
+            site.start_daphne(port)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.2)
+            else:
+                raise AssertionError(f"daphne on {port} never became ready")
+        time.sleep(0.5)
+    finally:
+        running.clear()
+        reader.join(30)
+
+    assert len(answers) > 20
+    assert set(answers) == {200}, [a for a in answers if a != 200]
+
+
+def test_a_backup_restored_brings_back_the_record_share_links_and_sessions(
+    site: Site,
+) -> None:
+    """pg_dump, a deletion, then the README's restore: the units stopped, pg_restore,
+    migrate, started again. Same secret key: the session signed in before still works."""
+    with site.api() as api:
+        cid = api.post("/api/conversations", json={"title": "kept by the dump"}).json()["id"]
+        message = {"role": "user", "blocks": [{"type": "text", "text": "worth keeping"}]}
+        assert api.post(f"/api/conversations/{cid}/messages", json=message).status_code == 201
+        share_url = api.post(f"/api/conversations/{cid}/shares", json={}).json()["url"]
+    browser = site.client()
+    assert sign_in(site, browser).status_code == 302
+    backups = site.root / "backups"
+    backups.mkdir()
+
+    def shell(line: str) -> None:
+        done = subprocess.run(
+            ["/bin/sh", "-c", f"set -a; . {shlex.quote(str(site.env_path))}; set +a; {line}"],
+            cwd=backups, env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, f"{line}: {done.stdout}{done.stderr}"
+
+    shell(BACKUP)
+    (dump,) = backups.glob("replay-*.dump")
+    with site.api() as api:
+        assert api.delete(f"/api/conversations/{cid}").status_code == 204
+        assert api.get(f"/api/conversations/{cid}").status_code == 404
+
+    for port in site.daphne_ports:
+        assert site.stop_daphne(port) == 0
+    shell(templated(RESTORE, {"replay-2026-12-01.dump": dump.name}))
+    migrated = site.manage(MIGRATE)
+    assert migrated.returncode == 0, migrated.stderr
+    for port in site.daphne_ports:
+        site.start_daphne(port)
+    for port in site.daphne_ports:
+        site.wait_for_daphne(port)
+
+    with site.api() as api:
+        record = api.get(f"/api/conversations/{cid}")
+    assert record.status_code == 200
+    assert record.json()["messages"][0]["blocks"][0]["text"] == "worth keeping"
+    with site.client() as anyone:
+        shared = anyone.get(share_url)
+    assert shared.status_code == 200
+    assert "worth keeping" in shared.text
+    page = browser.get(f"/c/{cid}/")
+    browser.close()
+    assert page.status_code == 200
+    assert "worth keeping" in page.text
+
+
 def test_the_unit_restarts_daphne_and_gives_it_60_s_to_stop() -> None:
     unit = (DEPLOY / "replay@.service").read_text()
 
@@ -568,7 +703,7 @@ def test_the_readme_runs_these_steps() -> None:
     readme = (ROOT / "README.md").read_text()
     section = readme.split("\n## Deploying\n", 1)[1].split("\n## ", 1)[0]
 
-    for step in [*STEPS, TOKEN_STEP]:
+    for step in [*STEPS, TOKEN_STEP, BACKUP, RESTORE]:
         assert step in section, step
     for name in ("deploy/nginx.conf", "deploy/replay@.service", "deploy/replay.env",
                  "deploy/replay.cron"):  # fmt: skip
