@@ -1,13 +1,16 @@
 """Token rotation (docs/contract.md §5): `revoke_api_token` by id or prefix, `--list` to see
-which tokens are still in use; a revoked token is refused at once."""
+which tokens are still in use; a revoked token is refused at once; a token may expire
+(`create_api_token --expires-in DAYS`)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
+from django.utils import timezone
 
 from conversations.record import services
 from conversations.record.models import ApiToken
@@ -122,3 +125,40 @@ def test_a_prefix_shared_by_two_tokens_is_refused_listing_their_ids() -> None:
 def test_without_a_token_or_list_it_asks_for_one() -> None:
     with pytest.raises(CommandError, match="--list"):
         call_command("revoke_api_token", stdout=StringIO())
+
+
+# Optional expiry (create_api_token --expires-in DAYS)
+
+
+def test_a_token_with_an_expiry_works_until_then_and_is_refused_after() -> None:
+    lines = command("create_api_token", "contractor", "--expires-in", "30")
+    clear = lines[-1]
+    token = ApiToken.objects.get()
+    assert token.expires_at is not None
+    left = token.expires_at - timezone.now()
+    assert timedelta(days=29, hours=23) < left <= timedelta(days=30)
+    assert f"until {token.expires_at:%Y-%m-%d}" in lines[0]
+    assert answers(clear) == 200
+
+    ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    response = Client().get("/api/conversations", headers={"Authorization": f"Bearer {clear}"})
+
+    assert response.status_code == 401
+    assert "expired" in response.json()["error"]
+    listed = command("revoke_api_token", "--list")[0].split("\t")
+    assert listed[5].startswith("expired ")
+
+
+def test_a_token_without_an_expiry_never_expires() -> None:
+    clear = command("create_api_token", "forever")[-1]
+
+    assert ApiToken.objects.get().expires_at is None
+    assert answers(clear) == 200
+
+
+@pytest.mark.parametrize("days", ["0", "-1", "3651"])
+def test_create_api_token_refuses_an_expiry_out_of_range(days: str) -> None:
+    with pytest.raises(CommandError, match="--expires-in"):
+        call_command("create_api_token", "x", "--expires-in", days, stdout=StringIO())
+
+    assert not ApiToken.objects.exists()

@@ -1,6 +1,7 @@
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
 
 from conversations.record import services
 from conversations.record.models import ApiToken
@@ -53,13 +54,16 @@ class Command(BaseCommand):
         return found[0]
 
     def list_tokens(self) -> None:
+        now = timezone.now()
         for token in ApiToken.objects.order_by("pk")[:1000]:
             used = token.last_used_at.isoformat(timespec="seconds") if token.last_used_at else "-"
-            state = (
-                f"revoked {token.revoked_at.isoformat(timespec='seconds')}"
-                if token.revoked_at
-                else "active"
-            )
+            if token.revoked_at:
+                state = f"revoked {token.revoked_at.isoformat(timespec='seconds')}"
+            elif token.expires_at:
+                verb = "expired" if token.expires_at <= now else "expires"
+                state = f"{verb} {token.expires_at.isoformat(timespec='seconds')}"
+            else:
+                state = "active"
             created = token.created_at.isoformat(timespec="seconds")
             self.stdout.write(
                 f"{token.pk}\t{token.prefix}\t{token.label}\tcreated {created}\t"
