@@ -541,12 +541,16 @@ def test_share_tokens_never_reach_nginxs_access_log(site: Site) -> None:
         page = client.get(share_url, headers={"X-Request-ID": "share-look-1"})
         assert page.status_code == 200
         client.get(share_url + "nowhere/?q=1")
+    socket_url = site.url.replace("https://", "wss://") + f"/ws/s/{token}/?vision=1&shape=openai"
+    with connect(socket_url, ssl=site.tls, additional_headers={"Origin": site.url}):
+        pass  # upgraded (101); closed at once
 
-    time.sleep(0.2)
+    time.sleep(0.5)  # nginx logs a socket when it closes
     logged = site.access_log.read_text()
     assert token not in logged
     assert '/s/[redacted]/ HTTP/1.1" 200' in logged
     assert "/s/[redacted]/nowhere/?q=1 " in logged
+    assert '/ws/s/[redacted]/?vision=1&shape=openai HTTP/1.1" 101' in logged
     # The request id nginx logs is the one the app's lines carry.
     assert "id=share-look-1" in logged
     assert any("share-look-1" in log.read_text() for log in site.daphne_logs)
