@@ -60,7 +60,7 @@ BACKUP = 'pg_dump --format=custom --file=replay-$(date +%F).dump "$DATABASE_URL"
 RESTORE = (
     'pg_restore --clean --if-exists --no-owner --dbname="$DATABASE_URL" replay-2026-12-01.dump'
 )
-MIGRATE = ".venv/bin/python manage.py migrate --noinput"
+MIGRATE = STEPS[0]
 MB = 1024 * 1024
 
 
