@@ -162,3 +162,33 @@ def test_create_api_token_refuses_an_expiry_out_of_range(days: str) -> None:
         call_command("create_api_token", "x", "--expires-in", days, stdout=StringIO())
 
     assert not ApiToken.objects.exists()
+
+
+def test_an_expiry_set_in_the_admin_is_kept_and_then_refuses_the_token(
+    admin_client: Client,
+) -> None:
+    response = admin_client.post(
+        "/admin/conversations/apitoken/add/",
+        {"label": "temp", "expires_at_0": "2020-01-01", "expires_at_1": "00:00:00"},
+        follow=True,
+    )
+    assert response.status_code == 200
+    token = ApiToken.objects.get(label="temp")
+    assert token.expires_at is not None and token.expires_at.year == 2020
+    clear = next(
+        word
+        for message in response.context["messages"]
+        for word in str(message).split()
+        if word.startswith("rpl_")
+    )
+
+    assert answers(clear) == 401
+
+    changed = admin_client.post(
+        f"/admin/conversations/apitoken/{token.pk}/change/",
+        {"label": "temp", "expires_at_0": "", "expires_at_1": ""},
+    )
+    assert changed.status_code == 302
+    token.refresh_from_db()
+    assert token.expires_at is None
+    assert answers(clear) == 200
