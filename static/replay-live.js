@@ -216,6 +216,23 @@ function applyShareNotice(node) {
   if (node.getAttribute("data-state") !== "active") { setStatus("stopped"); }
 }
 
+// A message's notes changed (docs/contract.md §10): its list is replaced, except a note
+// being edited in this page, which keeps its form (and what was typed); the add form
+// below the list is left as it is.
+function applyNotes(node) {
+  var existing = document.getElementById(node.id);
+  var list = existing && existing.querySelector(".note-list");
+  var fresh = node.querySelector(".note-list");
+  if (!list || !fresh) { return; }
+  var editing = Array.prototype.slice.call(list.querySelectorAll(".note.editing"));
+  htmx.swap(list, markup(fresh), { swapStyle: "outerHTML" });
+  var swapped = existing.querySelector(".note-list");
+  editing.forEach(function (item) {
+    var same = swapped && swapped.querySelector("#" + item.id);
+    if (same) { same.replaceWith(item); }
+  });
+}
+
 function applyTotals(node) {
   // #totals and #pressure: swapped in only when they count more than the page shows.
   var totals = document.getElementById(node.id);
@@ -291,6 +308,8 @@ document.addEventListener("htmx:wsBeforeMessage", function (event) {
     if (node.classList.contains("message")) {
       var applied = applyMessage(node);
       if (applied === "added") { added += 1; } else { grown += applied; }
+    } else if (node.classList.contains("notes")) {
+      applyNotes(node);
     } else if (node.id === "totals" || node.id === "pressure") {
       applyTotals(node);
     } else if (node.classList.contains("row")) {

@@ -174,7 +174,7 @@ def _page_context(
 ) -> dict[str, Any]:
     """The dashboard's page context, narrowed to what the link shows."""
     conversation = context["conversation"]
-    messages = without_records(context["messages"])
+    messages = presenters.read_only(without_records(context["messages"]), link.notes)
     if not link.images:
         messages = withhold_images(messages)
     toggles = [

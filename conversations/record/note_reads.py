@@ -1,0 +1,143 @@
+"""Reads of notes (docs/contract.md §10): a window's notes, a conversation's, one note, who
+may change it, and what `q` and `?label=` find. Every read is bounded: a message holds at
+most `core.notes.MAX_PER_MESSAGE` notes, and lists come a page at a time."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from conversations.core.notes import MAX_PER_MESSAGE, NoteValue
+from conversations.core.search import parse_query
+from conversations.record.models import Note, NoteLabel
+from conversations.record.note_search import NoteMatches
+
+DELETE_ANY = "conversations.delete_note"
+ADD = "conversations.add_note"
+LIST_PAGE = 500  # notes per answer of GET /api/conversations/ID/notes
+ROW_LABELS = 6  # labels a list row shows at most
+
+
+def value(note: Note) -> NoteValue:
+    return NoteValue(
+        id=note.pk,
+        seq=note.message_seq,
+        block=note.block_seq,
+        text=note.text,
+        labels=tuple(note.labels),
+        author=note.author,
+        user_id=note.user_id,
+        token_label=note.token_label,
+        created_at=note.created_at,
+        updated_at=note.updated_at,
+    )
+
+
+def _notes(conversation_id: Any) -> QuerySet[Note]:
+    return Note.objects.filter(conversation_id=conversation_id).order_by("message_seq", "id")
+
+
+def notes_at(conversation_id: uuid.UUID | str, seqs: Iterable[int]) -> dict[int, list[NoteValue]]:
+    """Message seq → its notes, for these messages (a window: at most a document of
+    them, each holding at most MAX_PER_MESSAGE notes): one query."""
+    wanted = sorted(set(seqs))
+    if not wanted:
+        return {}
+    found: dict[int, list[NoteValue]] = {}
+    where = (
+        Q(message_seq__in=wanted)
+        if len(wanted) < 50 or wanted[-1] - wanted[0] + 1 != len(wanted)
+        else Q(message_seq__gte=wanted[0], message_seq__lte=wanted[-1])
+    )
+    limit = len(wanted) * MAX_PER_MESSAGE
+    for note in _notes(conversation_id).filter(where)[:limit]:
+        found.setdefault(note.message_seq, []).append(value(note))
+    return found
+
+
+def all_notes(conversation_id: uuid.UUID) -> dict[int, list[NoteValue]]:
+    """Message seq → its notes, for the whole conversation (the export, which is the whole
+    record anyway)."""
+    found: dict[int, list[NoteValue]] = {}
+    for note in _notes(conversation_id).iterator(chunk_size=500):
+        found.setdefault(note.message_seq, []).append(value(note))
+    return found
+
+
+def note_page(conversation_id: uuid.UUID, *, after: int = 0) -> tuple[list[NoteValue], bool]:
+    """A conversation's notes by id after `after`, a page of them, and whether more follow."""
+    rows = list(
+        Note.objects.filter(conversation_id=conversation_id, pk__gt=after).order_by("id")[
+            : LIST_PAGE + 1
+        ]
+    )
+    return [value(n) for n in rows[:LIST_PAGE]], len(rows) > LIST_PAGE
+
+
+def note_get(note_id: int | str, conversation_id: uuid.UUID | None = None) -> Note | None:
+    try:
+        pk = int(note_id)
+    except (TypeError, ValueError):
+        return None
+    found = Note.objects.filter(pk=pk)
+    if conversation_id is not None:
+        found = found.filter(conversation_id=conversation_id)
+    return found.first()
+
+
+def may_edit(note: Note | NoteValue, user: Any) -> bool:
+    """A signed-in user edits (and deletes) the notes they wrote."""
+    user_id = note.user_id
+    return user_id is not None and getattr(user, "pk", None) == user_id
+
+
+def may_delete(note: Note | NoteValue, user: Any) -> bool:
+    """Their author, or a user with conversations.delete_note."""
+    return may_edit(note, user) or bool(user.has_perm(DELETE_ANY))
+
+
+def token_may_edit(note: Note, label: str) -> bool:
+    """On the API the author is the token's label: another token may not."""
+    return note.user_id is None and bool(note.token_label) and note.token_label == label
+
+
+def conversations_with_note_words(q: str) -> QuerySet[Note, Any]:
+    """The notes holding every word of `q`, through their full-text index (a query with
+    words in it): a subquery of conversation ids for the list's search."""
+    return Note.objects.filter(NoteMatches(parse_query(q))).values("conversation_id")
+
+
+def conversations_labelled(label: str) -> QuerySet[NoteLabel, Any]:
+    """Conversation ids with a note labelled `label` (by the label's index)."""
+    return NoteLabel.objects.filter(name=label).values("conversation_id")
+
+
+def labels_of(conversation_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[str]]:
+    """Conversation id → the labels of its notes, sorted, at most ROW_LABELS each (a list
+    page's rows): one query, bounded by the page."""
+    if not conversation_ids:
+        return {}
+    rows = (
+        NoteLabel.objects.filter(conversation_id__in=conversation_ids)
+        .values_list("conversation_id", "name")
+        .order_by("conversation_id", "name")
+        .distinct()[: len(conversation_ids) * ROW_LABELS * 4]
+    )
+    found: dict[uuid.UUID, list[str]] = {}
+    for conversation_id, name in rows:
+        labels = found.setdefault(conversation_id, [])
+        if len(labels) < ROW_LABELS:
+            labels.append(name)
+    return found
+
+
+def note_hits(conversation_id: uuid.UUID, q: str, *, limit: int) -> list[NoteValue]:
+    """The conversation's notes holding every word of `q`, in (message, id) order, at
+    most `limit` (the finder's)."""
+    query = parse_query(q)
+    if query.empty:
+        return []
+    return [value(n) for n in _notes(conversation_id).filter(NoteMatches(query))[:limit]]
