@@ -342,13 +342,31 @@ def _token_label(request: HttpRequest) -> str:
     return str(request.META[TOKEN_LABEL])
 
 
+def _note_body(schema: type[NoteIn] | type[NotePatch], data: Any) -> Any:
+    """A note body validated, a 400 naming the field (`text` is a field here, not the
+    block type the shared error sentences take it for)."""
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        field = "".join(
+            f"[{part}]" if isinstance(part, int) else (f".{part}" if i else str(part))
+            for i, part in enumerate(error["loc"])
+        )
+        message = {
+            "missing": "is required",
+            "extra_forbidden": "is not a field of a note",
+        }.get(error["type"], error["msg"].lower())
+        raise ApiError(400, f"{field}: {message}.", field=field) from None
+
+
 @api("POST")
 def message_notes(request: HttpRequest, conversation_id: str, seq: int) -> HttpResponse:
     """A note on message SEQ (or its `block`), written by this token (its label)."""
     found = _conversation(conversation_id)
     if selectors.message_get(found, seq) is None:
         raise ApiError(404, f"Message {seq} was not found in conversation {conversation_id}.")
-    data = validate(NoteIn, parse_json(request))
+    data = _note_body(NoteIn, parse_json(request))
     note = services.note_add(
         conversation=found,
         message_seq=seq,
@@ -387,7 +405,7 @@ def note(request: HttpRequest, note_id: str) -> HttpResponse:
     if request.method == "DELETE":
         services.note_delete(note=found)
         return HttpResponse(status=204)
-    data = validate(NotePatch, parse_json(request))
+    data = _note_body(NotePatch, parse_json(request))
     if data.text is None and data.labels is None:
         raise ApiError(400, "Send text and/or labels to change.", field="body")
     edited = services.note_edit(note=found, text=data.text, labels=data.labels)

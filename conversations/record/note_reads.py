@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db.models import Q, QuerySet
+from django.db.models.functions import Coalesce
 
+from conversations.core.finder import Cursor
 from conversations.core.notes import MAX_PER_MESSAGE, NoteValue
-from conversations.core.search import parse_query
+from conversations.core.search import Query, parse_query, snippet
 from conversations.record.models import Note, NoteLabel
 from conversations.record.note_search import NoteMatches
 
@@ -19,6 +21,7 @@ DELETE_ANY = "conversations.delete_note"
 ADD = "conversations.add_note"
 LIST_PAGE = 500  # notes per answer of GET /api/conversations/ID/notes
 ROW_LABELS = 6  # labels a list row shows at most
+COUNT_CAP = 10_000  # note hits the finder counts at most
 
 
 def value(note: Note) -> NoteValue:
@@ -141,3 +144,81 @@ def note_hits(conversation_id: uuid.UUID, q: str, *, limit: int) -> list[NoteVal
     if query.empty:
         return []
     return [value(n) for n in _notes(conversation_id).filter(NoteMatches(query))[:limit]]
+
+
+class NotePlaces:
+    """The finder's note hits in one conversation (docs/contract.md §10): each note that
+    holds every word of the query is a hit at (its message, its block or 0), merged in
+    order with the blocks' hits; bounded as they are (a page, counts capped)."""
+
+    def __init__(self, conversation: Any, query: Query) -> None:
+        self.query = query
+        self.notes = (
+            Note.objects.filter(
+                NoteMatches(query),
+                conversation=conversation,
+                message_seq__lt=conversation.message_count,
+            )
+            .annotate(place=Coalesce("block_seq", 0))
+            .order_by("message_seq", "place", "id")
+        )
+        self.found: dict[tuple[int, int], str] = {}  # place → a snippet of its first note
+
+    @staticmethod
+    def _after(cursor: Cursor) -> Q:
+        if cursor.block is None:
+            return Q(message_seq__gt=cursor.seq)
+        return Q(message_seq__gt=cursor.seq) | Q(message_seq=cursor.seq, place__gt=cursor.block)
+
+    @staticmethod
+    def _before(cursor: Cursor) -> Q:
+        if cursor.block is None:
+            return Q(message_seq__lt=cursor.seq)
+        return Q(message_seq__lt=cursor.seq) | Q(message_seq=cursor.seq, place__lt=cursor.block)
+
+    def merged(
+        self,
+        places: list[tuple[int, int]],
+        *,
+        after: Cursor | None,
+        before: Cursor | None,
+        limit: int,
+    ) -> list[tuple[int, int]]:
+        """`places` (the blocks' hits, in the direction asked) with the notes' places in
+        the same direction, the first `limit` of them."""
+        notes = self.notes
+        if before is not None:
+            notes = notes.filter(self._before(before)).order_by("-message_seq", "-place", "-id")
+        elif after is not None:
+            notes = notes.filter(self._after(after))
+        for note in notes[:limit]:
+            place = (note.message_seq, note.place)
+            self.found.setdefault(place, snippet(note.text, self.query))
+        merged = sorted({*places, *self.found}, reverse=before is not None)
+        return merged[:limit]
+
+    def count(self, *, before: Cursor | None = None) -> int:
+        """Notes found (ahead of `before`), counted up to a bound."""
+        notes = self.notes if before is None else self.notes.filter(self._before(before))
+        return notes.order_by()[:COUNT_CAP].count()
+
+    def hits(self, hits: list[Any], places: Sequence[tuple[int, int]]) -> list[Any]:
+        """The blocks' hits with a note's hit at each place only a note holds."""
+        by_place = {(hit.seq, hit.block): hit for hit in hits}
+        out = []
+        for place in places:
+            if place in by_place:
+                out.append(by_place[place])
+            elif place in self.found:
+                out.append(NoteHit(place[0], place[1], "note", False, self.found[place]))
+        return out
+
+
+class NoteHit(NamedTuple):
+    """A finder hit that is a note (the shape of `finder_reads.Hit`)."""
+
+    seq: int
+    block: int
+    type: str
+    is_error: bool
+    snippet: str
