@@ -4,6 +4,8 @@ reload, hostile text stays text, and the edit and delete buttons show to whom th
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +17,7 @@ from tests.browser.conftest import VIEWPORT, Account, conversation, make_user, o
 
 pytestmark = pytest.mark.live
 
+SCREENSHOT = Path(__file__).resolve().parents[2] / "static" / "screenshot-notes.png"
 HOSTILE = '<img src=x onerror="window.__pwned=1"><b hx-get="/admin/" hx-trigger="load">hx</b>'
 
 
@@ -115,3 +118,47 @@ def test_the_author_edits_a_note_in_place(context: Any, operator: Account, conso
     notes.get_by_role("button", name="Save").click()
     expect(notes.locator(".error")).to_contain_text("lowercase a-z")
     expect(notes.locator(".note-text")).to_have_text("second words")
+
+
+def test_readme_screenshot_of_a_note(context: Any, operator: Account) -> None:
+    """The README's picture of notes beside the record; REPLAY_UPDATE_SCREENSHOT=1 saves it."""
+    grant(operator, "add_note")
+    run = conversation(
+        "Config hunt",
+        [
+            ("user", [text("Why does the deploy fail?")]),
+            (
+                "assistant",
+                [
+                    text("Let me read the config."),
+                    {"type": "tool_use", "id": "call_1", "name": "read_file",
+                     "input": {"path": "deploy/config.toml"}},
+                ],
+            ),
+        ],
+    )  # fmt: skip
+
+    def annotate() -> None:
+        from conversations.record import services
+
+        user = get_user_model().objects.get(username=operator.username)
+        services.note_add(
+            conversation=run,
+            message_seq=1,
+            block_seq=1,
+            user=user,
+            labels=["wrong-path"],
+            text="The config lives in ops/, not deploy/: the agent guessed the path.",
+        )
+        services.note_add(
+            conversation=run, message_seq=1, user=user, labels=["needs-review"],
+            text="Ask for the repository layout in the system prompt.",
+        )  # fmt: skip
+
+    off_loop(annotate)
+    page = signed_in_page(context, operator, f"/c/{run.id}/")
+    expect(page.locator("#notes-1 .note")).to_have_count(2)
+    image = page.locator("#m-1").screenshot()
+    assert image.startswith(b"\x89PNG")
+    if os.environ.get("REPLAY_UPDATE_SCREENSHOT") == "1":
+        SCREENSHOT.write_bytes(image)
