@@ -355,7 +355,7 @@ def test_a_long_note_shows_its_start_and_loads_the_rest(
     operator_client: Client, operator: User
 ) -> None:
     conversation = run()
-    note = note_by(operator, conversation, text="a" * 1_000 + "TAIL" + "b" * 4_000)
+    note = note_by(operator, conversation, text="a" * 500 + "TAIL" + "b" * 4_000)
     html = operator_client.get(f"/c/{conversation.id}/").content.decode()
     assert "TAIL" not in html and "4004 more characters" in html
     whole = operator_client.get(f"/c/{conversation.id}/notes/{note.pk}").content.decode()
@@ -611,3 +611,38 @@ def test_notes_are_searched_and_filtered_on_sqlite_too(operator: User) -> None:
     assert list(selectors.conversation_list(label="db")) == [conversation]
     services.note_delete(note=note)
     assert list(selectors.conversation_list(q="strasse")) == []
+
+
+# -- bounds --------------------------------------------------------------------------------------
+
+
+def test_a_page_shows_five_notes_of_a_message_and_loads_the_rest(
+    operator_client: Client, operator: User
+) -> None:
+    conversation = run()
+    for i in range(7):
+        note_by(operator, conversation, 1, text=f"note number {i}")
+    html = operator_client.get(f"/c/{conversation.id}/").content.decode()
+    assert "note number 4" in html and "note number 5" not in html
+    assert "Show all 7 notes" in html
+    every = operator_client.get(f"/c/{conversation.id}/m/1/notes", headers={"HX-Request": "true"})
+    assert every.status_code == 200
+    assert all(f"note number {i}" in every.content.decode() for i in range(7))
+    assert "Show all" not in every.content.decode()
+
+
+def test_a_message_with_the_most_notes_stays_under_the_frame_limit(operator: User) -> None:
+    from conversations.core import page_windows
+    from conversations.live import fragments
+
+    long = "\n".join(f"row {n}" for n in range(500))
+    blocks = [tool_result(f"c{i}" + "i" * 200, long, name="n" * 200) for i in range(100)]
+    conversation = stored("Wide", ("user", blocks, {"model": "m" * 500, "timestamp": "x" * 500}))
+    worst = '"' * 10_000  # each character escapes to six bytes
+    for _ in range(20):
+        note_by(operator, conversation, 0, text=worst, labels=["x" * 40, "y" * 40, "z" * 40])
+    frame = fragments.messages_frame(str(conversation.id), [0], True, "openai")
+    assert frame.html.count('class="note"') == 5
+    assert len(frame.html.encode()) <= page_windows.FRAME_BYTES
+    notes = fragments.notes_frame(str(conversation.id), 0)
+    assert len(notes.encode()) < 64 * 1024

@@ -15,10 +15,12 @@ from datetime import datetime
 MAX_TEXT_CHARS = 10_000
 MAX_LABELS = 5
 MAX_LABEL_CHARS = 40
-# A message holds at most this many notes: what a page and a frame show of them is bounded.
+# A message holds at most this many notes; a page and a frame show the first
+# SHOWN_PER_MESSAGE of them, each to SHOWN_CHARS, and load the rest on demand: a message's
+# notes add at most about 30 KB to its frame, whatever they hold.
 MAX_PER_MESSAGE = 20
-# A page shows a note's start; the rest is fetched on demand (a frame stays bounded).
-SHOWN_CHARS = 1_000
+SHOWN_PER_MESSAGE = 5
+SHOWN_CHARS = 500
 _LABEL = re.compile(rf"[a-z0-9-]{{1,{MAX_LABEL_CHARS}}}")
 
 
@@ -91,10 +93,28 @@ class NoteValue:
     token_label: str  # the token's label when a token wrote it, else ""
     created_at: datetime
     updated_at: datetime
+    length: int | None = None  # the whole text's, when `text` is only its start
 
     @property
     def edited(self) -> bool:
         return self.updated_at != self.created_at
+
+    @property
+    def size(self) -> int:
+        """The whole text's length in characters."""
+        return len(self.text) if self.length is None else self.length
+
+
+@dataclass(frozen=True, slots=True)
+class MessageNotes:
+    """What a page shows of one message's notes: the first few (or all) and how many."""
+
+    notes: tuple[NoteValue, ...] = ()
+    total: int = 0
+
+    @property
+    def hidden(self) -> int:
+        return self.total - len(self.notes)
 
 
 def by_message(notes: Sequence[NoteValue]) -> dict[int, list[NoteValue]]:

@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from conversations.core import page_windows, replay
+from conversations.core.notes import MessageNotes
 from conversations.core.options import ReplayOptions
 from conversations.dashboard import presenters, share_pages
 from conversations.record import note_reads, selectors, services, token_counts
@@ -113,7 +114,7 @@ def notes_frame(conversation_id: str, seq: int, *, share: bool = False) -> str:
         conversation.id,
         seq,
         message.block_count,
-        note_reads.notes_at(conversation.id, [seq]).get(seq, []),
+        note_reads.notes_at(conversation.id, [seq]).get(seq, MessageNotes()),
         readonly=share,
     )
     return render_to_string("conversations/detail.html#notes", {"n": view})

@@ -8,11 +8,17 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from django.db.models import Q, QuerySet
-from django.db.models.functions import Coalesce
+from django.db.models import Count, F, Q, QuerySet, Window
+from django.db.models.functions import Coalesce, Length, RowNumber, Substr
 
 from conversations.core.finder import Cursor
-from conversations.core.notes import MAX_PER_MESSAGE, NoteValue
+from conversations.core.notes import (
+    MAX_PER_MESSAGE,
+    SHOWN_CHARS,
+    SHOWN_PER_MESSAGE,
+    MessageNotes,
+    NoteValue,
+)
 from conversations.core.search import Query, parse_query, snippet
 from conversations.record.models import Note, NoteLabel
 from conversations.record.note_search import NoteMatches
@@ -24,18 +30,21 @@ ROW_LABELS = 6  # labels a list row shows at most
 COUNT_CAP = 10_000  # note hits the finder counts at most
 
 
-def value(note: Note) -> NoteValue:
+def value(note: Note, head: str | None = None, length: int | None = None) -> NoteValue:
+    """A note as every surface reads it (`head`: only the start of its text was read, the
+    whole being `length` characters)."""
     return NoteValue(
         id=note.pk,
         seq=note.message_seq,
         block=note.block_seq,
-        text=note.text,
+        text=note.text if head is None else head,
         labels=tuple(note.labels),
         author=note.author,
         user_id=note.user_id,
         token_label=note.token_label,
         created_at=note.created_at,
         updated_at=note.updated_at,
+        length=length,
     )
 
 
@@ -43,22 +52,40 @@ def _notes(conversation_id: Any) -> QuerySet[Note]:
     return Note.objects.filter(conversation_id=conversation_id).order_by("message_seq", "id")
 
 
-def notes_at(conversation_id: uuid.UUID | str, seqs: Iterable[int]) -> dict[int, list[NoteValue]]:
-    """Message seq → its notes, for these messages (a window: at most a document of
-    them, each holding at most MAX_PER_MESSAGE notes): one query."""
+def notes_at(
+    conversation_id: uuid.UUID | str, seqs: Iterable[int], *, every: bool = False
+) -> dict[int, MessageNotes]:
+    """Message seq → what a page shows of its notes, for these messages (a window, at most
+    a document of them): the first SHOWN_PER_MESSAGE of each (`every`: all, at most
+    MAX_PER_MESSAGE), each text read to SHOWN_CHARS, and how many it holds. One query."""
     wanted = sorted(set(seqs))
     if not wanted:
         return {}
-    found: dict[int, list[NoteValue]] = {}
     where = (
-        Q(message_seq__in=wanted)
-        if len(wanted) < 50 or wanted[-1] - wanted[0] + 1 != len(wanted)
-        else Q(message_seq__gte=wanted[0], message_seq__lte=wanted[-1])
+        Q(message_seq__gte=wanted[0], message_seq__lte=wanted[-1])
+        if wanted[-1] - wanted[0] + 1 == len(wanted)
+        else Q(message_seq__in=wanted)
     )
-    limit = len(wanted) * MAX_PER_MESSAGE
-    for note in _notes(conversation_id).filter(where)[:limit]:
-        found.setdefault(note.message_seq, []).append(value(note))
-    return found
+    by_message = [F("message_seq")]
+    rows = (
+        _notes(conversation_id)
+        .filter(where)
+        .annotate(
+            rank=Window(RowNumber(), partition_by=by_message, order_by=F("id").asc()),
+            total=Window(Count("id"), partition_by=by_message),
+            head=Substr("text", 1, SHOWN_CHARS),
+            length=Length("text"),
+        )
+        .defer("text", "words")
+    )
+    if not every:
+        rows = rows.filter(rank__lte=SHOWN_PER_MESSAGE)
+    grouped: dict[int, list[NoteValue]] = {}
+    totals: dict[int, int] = {}
+    for note in rows[: len(wanted) * MAX_PER_MESSAGE]:
+        grouped.setdefault(note.message_seq, []).append(value(note, note.head, note.length))
+        totals[note.message_seq] = note.total
+    return {seq: MessageNotes(tuple(found), totals[seq]) for seq, found in grouped.items()}
 
 
 def all_notes(conversation_id: uuid.UUID) -> dict[int, list[NoteValue]]:

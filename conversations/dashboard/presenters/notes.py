@@ -15,8 +15,16 @@ from datetime import datetime
 
 from django.urls import reverse
 
-from conversations.core.notes import MAX_LABELS, MAX_TEXT_CHARS, SHOWN_CHARS, NoteValue
+from conversations.core.notes import (
+    MAX_LABELS,
+    MAX_TEXT_CHARS,
+    SHOWN_CHARS,
+    MessageNotes,
+    NoteValue,
+)
 from conversations.dashboard.presenters.messages import MessageView
+
+NONE = MessageNotes()
 
 
 @dataclass(frozen=True)
@@ -39,9 +47,10 @@ class NoteItem:
 class NotesView:
     seq: int
     items: list[NoteItem]
-    add_url: str  # "" when read-only (a share link's page)
+    add_url: str  # "" when read-only (a share link's page); GET: every note of the message
     blocks: range  # the blocks a new note may name
     error: str = ""
+    hidden: int = 0  # notes past the ones shown
     max_text: int = MAX_TEXT_CHARS
     max_labels: int = MAX_LABELS
 
@@ -58,7 +67,7 @@ def note_item(
     return NoteItem(
         id=note.id,
         text=shown,
-        more=len(note.text) - len(shown),
+        more=note.size - len(shown),
         labels=note.labels,
         author=note.author,
         user_id=note.user_id,
@@ -74,24 +83,26 @@ def notes_view(
     conversation_id: uuid.UUID | str,
     seq: int,
     block_count: int,
-    notes: Sequence[NoteValue],
+    notes: MessageNotes,
     *,
     readonly: bool = False,
     error: str = "",
 ) -> NotesView:
+    """One message's notes as shown (`notes`: `note_reads.notes_at`'s for it)."""
     return NotesView(
         seq=seq,
-        items=[note_item(conversation_id, n) for n in notes],
+        items=[note_item(conversation_id, n) for n in notes.notes],
         add_url="" if readonly else reverse("note-add", args=[str(conversation_id), seq]),
         blocks=range(block_count),
         error=error,
+        hidden=notes.hidden,
     )
 
 
 def with_notes(
     conversation_id: uuid.UUID | str,
     views: Sequence[MessageView],
-    notes: Mapping[int, Sequence[NoteValue]],
+    notes: Mapping[int, MessageNotes],
     *,
     readonly: bool = False,
 ) -> list[MessageView]:
@@ -103,7 +114,7 @@ def with_notes(
                 conversation_id,
                 view.seq,
                 view.block_count,
-                notes.get(view.seq, ()),
+                notes.get(view.seq, NONE),
                 readonly=readonly,
             ),
         )  # fmt: skip

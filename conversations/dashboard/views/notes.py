@@ -12,7 +12,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from conversations.core import notes
 from conversations.dashboard import presenters
@@ -28,16 +28,19 @@ def _notes_answer(
     *,
     error: str = "",
     status: int = 200,
+    every: bool = False,
 ) -> HttpResponse:
     """The message's notes partial as they now are (htmx), else back to the message."""
     if not getattr(request, "htmx", None) and status == 200:
         return redirect(conversation.get_absolute_url() + f"#m-{seq}")
     message = selectors.message_get(conversation, seq)
+    if message is None:
+        raise Http404("No such message.")
     view = presenters.notes_view(
         conversation.id,
         seq,
-        message.block_count if message else 0,
-        note_reads.notes_at(conversation.id, [seq]).get(seq, []),
+        message.block_count,
+        note_reads.notes_at(conversation.id, [seq], every=every).get(seq, notes.MessageNotes()),
         error=error,
     )
     return render(request, "conversations/detail.html#notes", {"n": view}, status=status)
@@ -56,11 +59,14 @@ def _form(post: Any) -> tuple[str, tuple[str, ...]]:
     return notes.checked_text(post.get("text", "")), notes.parse_labels(post.get("labels", ""))
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @operator_required
 def note_add(request: HttpRequest, conversation_id: str, seq: int) -> HttpResponse:
-    """A new note by the signed-in user (conversations.add_note) on message SEQ, or on the
-    block the form names."""
+    """POST: a new note by the signed-in user (conversations.add_note) on message SEQ, or
+    on the block the form names. GET: every note of the message (the page shows a few)."""
+    if request.method == "GET":
+        conversation = conversation_or_404(conversation_id)
+        return _notes_answer(request, conversation, seq, every=True)
     if not request.user.has_perm(note_reads.ADD):
         raise PermissionDenied
     conversation = conversation_or_404(conversation_id)
