@@ -4,9 +4,10 @@ notes, over tens of thousands of notes, SQLite or PostgreSQL.
 Run with `python -m tests.bench_notes [--json PATH] [--postgres]`. On a throwaway database it
 stores 200 conversations of 50 messages, 20,000 notes through the service (text from a large
 vocabulary, labels from 40), and one conversation of 300 messages holding 20 notes on every
-message (the most a page shows: 6,000 notes, 1,000 characters each). It times, in process,
+message (6,000 notes of 1,000 characters; the page shows the first 5 of each message's, to
+500 characters), and one with a note on every tenth message. It times, in process,
 GET /api/conversations?q=… (a rare word, a word in every note) and ?label=…, the list page
-with its row labels, and the page of the full conversation against the same page with no
+with its row labels, and the pages of those conversations against the same page with no
 notes. The notes' search must use their full-text index. Exits 1 on a miss.
 """
 
@@ -28,13 +29,13 @@ FULL_MESSAGES = 300  # a page's document
 RUNS = 5
 QUERY_TARGET_MS = 300.0
 LIST_TARGET_MS = 300.0
-PAGE_TARGET_MS = 3_000.0  # the page of 300 messages holding 6,000 notes
-PAGE_RATIO_TARGET = 2.5  # that page against the same page without notes
+PAGE_TARGET_MS = 1_500.0  # the page of 300 messages holding 6,000 notes (the worst case)
+PAGE_RATIO_TARGET = 1.25  # a page with a note on every tenth message, against none
 
 
-def store(rng: random.Random) -> tuple[Any, Any]:
+def store(rng: random.Random) -> tuple[Any, Any, Any]:
     """The bench's record (messages in bulk, notes through the service); the conversation
-    full of notes and its twin without any."""
+    full of notes, a twin without any, and one with a note on every tenth message."""
     from django.contrib.auth import get_user_model
     from django.db import transaction
 
@@ -75,13 +76,19 @@ def store(rng: random.Random) -> tuple[Any, Any]:
         )
     full = conversation("full of notes", FULL_MESSAGES)
     plain = conversation("no notes", FULL_MESSAGES)
+    some = conversation("some notes", FULL_MESSAGES)
+    for seq in range(0, FULL_MESSAGES, 10):
+        services.note_add(
+            conversation=some, message_seq=seq, user=writer, labels=["some"],
+            text=" ".join(rng.choices(vocabulary, k=30)),
+        )  # fmt: skip
     for seq in range(FULL_MESSAGES):
         for _ in range(20):
             services.note_add(
                 conversation=full, message_seq=seq, user=writer, labels=["full"],
                 text=" ".join(rng.choices(vocabulary, k=200))[:1_000],
             )  # fmt: skip
-    return full, plain
+    return full, plain, some
 
 
 def plan() -> str:
@@ -106,7 +113,7 @@ def measure(vendor: str, results: Results) -> None:
 
     print(f"{vendor}: storing {NOTES + FULL_MESSAGES * 20:,} notes …", flush=True)
     start = time.perf_counter()
-    full, plain = store(random.Random(11))
+    full, plain, some = store(random.Random(11))
     results.figure(f"{vendor}: notes stored", NOTES + FULL_MESSAGES * 20, "",
                    f"in {time.perf_counter() - start:.1f} s")  # fmt: skip
     _, token = services.api_token_create(label="bench")
@@ -137,12 +144,16 @@ def measure(vendor: str, results: Results) -> None:
     pages = rounds(RUNS, {
         "full": get(page, f"/c/{full.id}/"),
         "plain": get(page, f"/c/{plain.id}/"),
+        "some": get(page, f"/c/{some.id}/"),
     })  # fmt: skip
     size = len(get(page, f"/c/{full.id}/")().content)
     results.target(f"{vendor}: page of 300 messages with 6,000 notes", ms(pages["full"]),
                    PAGE_TARGET_MS, "ms", f"median of {RUNS}; {size / 1e6:.1f} MB")  # fmt: skip
-    results.target(f"{vendor}: that page against the same without notes",
-                   paired_ratio(pages["full"], pages["plain"]), PAGE_RATIO_TARGET, "×")  # fmt: skip
+    results.figure(f"{vendor}: that page against the same without notes",
+                   paired_ratio(pages["full"], pages["plain"]), "×",
+                   f"the page without notes: {ms(pages['plain']):,.0f} ms")  # fmt: skip
+    results.target(f"{vendor}: a page with a note on every tenth message, against none",
+                   paired_ratio(pages["some"], pages["plain"]), PAGE_RATIO_TARGET, "×")  # fmt: skip
     query_plan = plan()
     print(f"  plan: {query_plan}", flush=True)
     index = "conversations_note_fts" if vendor == "sqlite" else "note_lexemes_gin"

@@ -38,6 +38,8 @@ class NoteItem:
     block: int | None
     created_at: datetime
     edited: bool
+    when: str  # created_at as the page prints it (UTC; the page's script makes it local)
+    when_iso: str
     full_url: str  # the note whole (and, with ?edit=1, its edit form)
     delete_url: str
     max_text: int = MAX_TEXT_CHARS
@@ -74,6 +76,8 @@ def note_item(
         block=note.block,
         created_at=note.created_at,
         edited=note.edited,
+        when=note.created_at.strftime("%Y-%m-%d %H:%M"),
+        when_iso=note.created_at.isoformat(timespec="seconds"),
         full_url=reverse("note", args=args),
         delete_url=reverse("note-delete", args=args),
     )
