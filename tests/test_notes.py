@@ -557,6 +557,12 @@ def test_share_links_show_notes_only_when_made_with_notes(api: ApiClient, operat
     assert "visible only with notes" not in page_without and 'class="notes"' not in page_without
     assert "visible only with notes" in page_with
     shared_notes = page_with.split('<div class="notes"', 1)[1]
+    # The share page's finder finds note text only when the link shows notes.
+    find = {"kind": "text", "q": "visible"}
+    found_without = Client().get(without["url"] + f"c/{conversation.id}/find", find).json()
+    found_with = Client().get(withn["url"] + f"c/{conversation.id}/find", find).json()
+    assert found_without["hits"] == [] and found_without["total"] == 0
+    assert [h["type"] for h in found_with["hits"]] == ["note"]
     assert (
         "note-add" not in page_with
         and "note-edit" not in shared_notes

@@ -300,4 +300,4 @@ def message_projection(
 def find(request: HttpRequest, link: ShareLink, token: str, opts: ReplayOptions) -> HttpResponse:
     """The page's finder (search, filters' "find more", problems, tool rounds), inside the
     link's scope: a frozen link's finder never sees a message past its last."""
-    return finding.find_response(request, scoped_conversation(link))
+    return finding.find_response(request, scoped_conversation(link), notes=link.notes)

@@ -300,9 +300,11 @@ def search_page(
     *,
     after: Cursor | None = None,
     before: Cursor | None = None,
+    notes: bool = True,
 ) -> HitPage:
     """The blocks holding every word of `q` (as the list's search finds them), a page
-    after `after` (or from the start) or the page just before `before`, with snippets.
+    after `after` (or from the start) or the page just before `before`, with snippets;
+    with `notes`, the notes holding them too (docs/contract.md §10).
     Raises QueryError for a `q` the list refuses."""
     query = parse_query(q)
     if query.empty:
@@ -324,7 +326,7 @@ def search_page(
         for seq, block in wanted.values_list("message_seq", "block_seq")[: HITS_PAGE + 1]
     ]
     # Notes found are hits at their block (their message's first) (docs/contract.md §10).
-    noted = note_reads.NotePlaces(conversation, query)
+    noted = note_reads.NotePlaces(conversation, query, shown=notes)
     blocks_found = set(places)
     places = noted.merged(places, after=after, before=before, limit=HITS_PAGE + 1)
     more = len(places) > HITS_PAGE

@@ -178,10 +178,12 @@ class NotePlaces:
     holds every word of the query is a hit at (its message, its block or 0), merged in
     order with the blocks' hits; bounded as they are (a page, counts capped)."""
 
-    def __init__(self, conversation: Any, query: Query) -> None:
+    def __init__(self, conversation: Any, query: Query, *, shown: bool = True) -> None:
+        """`shown` False: none (a share link made without notes)."""
         self.query = query
         self.notes = (
-            Note.objects.filter(
+            (Note.objects if shown else Note.objects.none())
+            .filter(
                 NoteMatches(query),
                 conversation=conversation,
                 message_seq__lt=conversation.message_count,
