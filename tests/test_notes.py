@@ -157,6 +157,14 @@ def test_api_unknown_places_are_404(api: ApiClient) -> None:
     assert api.get("/api/conversations/nope/notes").status_code == 404
     assert patch(api, "/api/notes/999999", {"text": "x"}).status_code == 404
     assert delete(api, "/api/notes/abc").status_code == 404
+    assert delete(api, "/api/notes/" + "9" * 40).status_code == 404
+    huge = "9" * 30
+    assert (
+        api.post(
+            f"/api/conversations/{conversation.id}/messages/{huge}/notes", {"text": "x"}
+        ).status_code
+        == 404
+    )
 
 
 def test_api_needs_a_token(anonymous_api: ApiClient) -> None:
@@ -349,6 +357,8 @@ def test_a_note_of_another_conversation_is_404(operator_client: Client, operator
     conversation, other = run(), run()
     note = note_by(operator, conversation)
     assert operator_client.get(f"/c/{other.id}/notes/{note.pk}").status_code == 404
+    assert operator_client.get(f"/c/{other.id}/notes/{'9' * 30}").status_code == 404
+    assert operator_client.get(f"/c/{other.id}/m/{'9' * 30}/notes").status_code == 404
 
 
 def test_a_long_note_shows_its_start_and_loads_the_rest(

@@ -31,11 +31,11 @@ def _notes_answer(
     every: bool = False,
 ) -> HttpResponse:
     """The message's notes partial as they now are (htmx), else back to the message."""
-    if not getattr(request, "htmx", None) and status == 200:
-        return redirect(conversation.get_absolute_url() + f"#m-{seq}")
     message = selectors.message_get(conversation, seq)
     if message is None:
         raise Http404("No such message.")
+    if not getattr(request, "htmx", None) and status == 200:
+        return redirect(conversation.get_absolute_url() + f"#m-{seq}")
     view = presenters.notes_view(
         conversation.id,
         seq,
