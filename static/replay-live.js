@@ -185,7 +185,9 @@ function applyMessage(node) {
     var had = parseInt(existing.getAttribute("data-blocks"), 10);
     if (had >= blocks) { return 0; }
     var wasCurrent = existing.classList.contains("current");
+    var notes = existing.querySelector(".notes");
     htmx.swap(existing, markup(node), { swapStyle: "outerHTML" });
+    keepNoteForms(notes, document.getElementById("m-" + seq));
     if (wasCurrent) { document.getElementById("m-" + seq).classList.add("current"); }
     return blocks - had;
   }
@@ -229,7 +231,21 @@ function applyNotes(node) {
   var swapped = existing.querySelector(".note-list");
   editing.forEach(function (item) {
     var same = swapped && swapped.querySelector("#" + item.id);
-    if (same) { same.replaceWith(item); }
+    if (same) { same.replaceWith(item); htmx.process(item); }  // the swap cleaned it up
+  });
+}
+
+// A message that grew is replaced whole: a note being written or edited in it keeps its
+// form, and what was typed there, in the new one.
+function keepNoteForms(old, article) {
+  var fresh = article && article.querySelector(".notes");
+  if (!old || !fresh) { return; }
+  var adding = old.querySelector(".note-add");
+  var blank = fresh.querySelector(".note-add");
+  if (adding && blank) { blank.replaceWith(adding); htmx.process(adding); }
+  old.querySelectorAll(".note.editing").forEach(function (item) {
+    var same = fresh.querySelector("#" + item.id);
+    if (same) { same.replaceWith(item); htmx.process(item); }
   });
 }
 

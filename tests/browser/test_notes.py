@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from playwright.sync_api import expect
 
+from conversations.record import services
 from tests.browser.conftest import VIEWPORT, Account, conversation, make_user, off_loop, sign_in
 
 pytestmark = pytest.mark.live
@@ -162,3 +163,55 @@ def test_readme_screenshot_of_a_note(context: Any, operator: Account) -> None:
     assert image.startswith(b"\x89PNG")
     if os.environ.get("REPLAY_UPDATE_SCREENSHOT") == "1":
         SCREENSHOT.write_bytes(image)
+
+
+def test_a_note_being_written_survives_its_message_growing_live(
+    context: Any, daphne: Any, operator: Account
+) -> None:
+    grant(operator, "add_note")
+    run = conversation("Growing run", [("assistant", [text("first block")])])
+    page = signed_in_page(context, operator, f"/c/{run.id}/")
+    notes = page.locator("#notes-0")
+    notes.get_by_text("Add a note").click()
+    notes.get_by_label("Note on message #0").fill("half written")
+
+    _, token = off_loop(lambda: services.api_token_create(label="agent"))
+    with daphne.client(token) as agent:  # the agent streams on, through the API
+        grown = agent.post(
+            f"/api/conversations/{run.id}/messages/0/blocks", json=text("second block")
+        )
+        assert grown.status_code == 201, grown.text
+    expect(page.locator("#m-0 .record")).to_contain_text("second block")
+    expect(page.locator("#m-0 .note-add textarea")).to_have_value("half written")
+    page.locator("#m-0 .note-add").get_by_role("button", name="Add note").click()
+    expect(page.locator("#m-0 .note-text")).to_have_text("half written")
+
+
+def test_a_note_being_edited_survives_another_note_arriving_live(
+    context: Any, operator: Account
+) -> None:
+    grant(operator, "add_note")
+    run = conversation("Two tabs", [("user", [text("one")])])
+    url = f"/c/{run.id}/"
+    editing = signed_in_page(context, operator, url)
+    adding = context.new_page()
+    adding.goto(url)
+    expect(adding.locator("#live-status")).to_have_attribute("data-state", "live")
+    adding.locator("#notes-0").get_by_text("Add a note").click()
+    adding.get_by_label("Note on message #0").fill("the first note")
+    adding.get_by_role("button", name="Add note").click()
+    expect(editing.locator("#notes-0 .note")).to_have_count(1)
+
+    editing.locator("#notes-0 .note-edit").click()
+    editing.get_by_label("Note text").fill("being rewritten")
+    adding.locator("#notes-0").get_by_text("Add a note").click()
+    adding.get_by_label("Note on message #0").fill("a second note")
+    adding.get_by_role("button", name="Add note").click()
+
+    expect(editing.locator("#notes-0 .note")).to_have_count(2)
+    expect(editing.get_by_label("Note text")).to_have_value("being rewritten")
+    editing.get_by_role("button", name="Save").click()
+    for page in (editing, adding):
+        expect(page.locator("#notes-0 .note-text")).to_have_text(
+            ["being rewritten", "a second note"]
+        )
