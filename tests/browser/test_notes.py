@@ -215,3 +215,19 @@ def test_a_note_being_edited_survives_another_note_arriving_live(
         expect(page.locator("#notes-0 .note-text")).to_have_text(
             ["being rewritten", "a second note"]
         )
+
+
+def test_the_finder_lands_on_a_note_that_holds_the_words(context: Any, operator: Account) -> None:
+    run = conversation("Findable", [("user", [text("one")]), ("assistant", [text("two")])])
+
+    def annotate() -> None:
+        user = get_user_model().objects.get(username=operator.username)
+        services.note_add(conversation=run, message_seq=1, user=user, text="a Zanzibar note")
+
+    off_loop(annotate)
+    page = signed_in_page(context, operator, f"/c/{run.id}/")
+    page.locator("#find-q").fill("zanzibar")
+    page.keyboard.press("Enter")
+    expect(page.locator("#find-status")).to_have_text("1 of 1 · #1 note: a Zanzibar note")
+    expect(page.locator("#notes-1.find-hit")).to_be_visible()
+    expect(page.locator(".find-hit")).to_have_count(1)
