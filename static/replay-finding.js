@@ -93,7 +93,8 @@ function land() {
   if (!message) { return; }
   var target = pending;
   pending = null;
-  var block = blockIn(message, target);
+  // A note's hit (docs/contract.md §10) lands on the message's notes, its words marked there.
+  var block = target.note ? message.querySelector(".notes") : blockIn(message, target);
   if (filterName() && !matchesFilter(message, block)) { setFilter(""); }  // shown, whatever it is
   clearHit();
   (block || message).classList.add("find-hit");
@@ -312,7 +313,8 @@ function showHit(note) {
   var k = search.offset === null ? "?" : (search.offset + search.index + 1).toLocaleString("en");
   var kind = hit.is_error ? "error" : hit.type.replace("_", " ");
   say(k + " of " + count + " · #" + hit.seq + " " + kind + ": " + hit.snippet + (note ? " " + note : ""));
-  goTo({ seq: hit.seq, block: hit.block, words: searchWords(search.q), focus: false });
+  goTo({ seq: hit.seq, block: hit.block, words: searchWords(search.q), focus: false,
+    note: hit.type === "note" });
 }
 
 function step(direction) {

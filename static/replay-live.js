@@ -185,7 +185,9 @@ function applyMessage(node) {
     var had = parseInt(existing.getAttribute("data-blocks"), 10);
     if (had >= blocks) { return 0; }
     var wasCurrent = existing.classList.contains("current");
+    var notes = existing.querySelector(".notes");
     htmx.swap(existing, markup(node), { swapStyle: "outerHTML" });
+    keepNoteForms(notes, document.getElementById("m-" + seq));
     if (wasCurrent) { document.getElementById("m-" + seq).classList.add("current"); }
     return blocks - had;
   }
@@ -214,6 +216,37 @@ function applyShareNotice(node) {
   var existing = document.getElementById("share-notice");
   if (existing) { existing.replaceWith(node); }
   if (node.getAttribute("data-state") !== "active") { setStatus("stopped"); }
+}
+
+// A message's notes changed (docs/contract.md §10): its list is replaced, except a note
+// being edited in this page, which keeps its form (and what was typed); the add form
+// below the list is left as it is.
+function applyNotes(node) {
+  var existing = document.getElementById(node.id);
+  var list = existing && existing.querySelector(".note-list");
+  var fresh = node.querySelector(".note-list");
+  if (!list || !fresh) { return; }
+  var editing = Array.prototype.slice.call(list.querySelectorAll(".note.editing"));
+  htmx.swap(list, markup(fresh), { swapStyle: "outerHTML" });
+  var swapped = existing.querySelector(".note-list");
+  editing.forEach(function (item) {
+    var same = swapped && swapped.querySelector("#" + item.id);
+    if (same) { same.replaceWith(item); htmx.process(item); }  // the swap cleaned it up
+  });
+}
+
+// A message that grew is replaced whole: a note being written or edited in it keeps its
+// form, and what was typed there, in the new one.
+function keepNoteForms(old, article) {
+  var fresh = article && article.querySelector(".notes");
+  if (!old || !fresh) { return; }
+  var adding = old.querySelector(".note-add");
+  var blank = fresh.querySelector(".note-add");
+  if (adding && blank) { blank.replaceWith(adding); htmx.process(adding); }
+  old.querySelectorAll(".note.editing").forEach(function (item) {
+    var same = fresh.querySelector("#" + item.id);
+    if (same) { same.replaceWith(item); htmx.process(item); }
+  });
 }
 
 function applyTotals(node) {
@@ -291,6 +324,8 @@ document.addEventListener("htmx:wsBeforeMessage", function (event) {
     if (node.classList.contains("message")) {
       var applied = applyMessage(node);
       if (applied === "added") { added += 1; } else { grown += applied; }
+    } else if (node.classList.contains("notes")) {
+      applyNotes(node);
     } else if (node.id === "totals" || node.id === "pressure") {
       applyTotals(node);
     } else if (node.classList.contains("row")) {

@@ -116,6 +116,18 @@ def test_every_publishing_service_and_signal_sends_its_typed_event(
         (page, "conversation.block_added"),
         (listing, "conversation.block_added"),
     ]
+    # Notes (docs/contract.md §10): added, edited and deleted, each told as note_changed.
+    note_changed = [(page, "conversation.note_changed"), (listing, "conversation.note_changed")]
+    writer = make_user("writer")
+
+    def note_add() -> None:
+        holder["note"] = services.note_add(
+            conversation=conversation, message_seq=0, text="<i>n</i>", user=writer
+        )
+
+    assert verify(layer, note_add) == note_changed
+    assert verify(layer, lambda: services.note_edit(note=holder["note"], text="m")) == note_changed
+    assert verify(layer, lambda: services.note_delete(note=holder["note"])) == note_changed
     link, _ = services.share_create(conversation=conversation)
     assert verify(layer, lambda: services.share_revoke(link=link)) == [
         (events.share_group(link.pk), "share.revoked")
@@ -179,6 +191,7 @@ HEARD_BY: dict[str, list[type]] = {
     "conversation.block_added": [ConversationConsumer, ListConsumer, ShareConsumer],
     "conversation.changed": [ConversationConsumer, ListConsumer, ShareConsumer],
     "conversation.deleted": [ConversationConsumer, ListConsumer, ShareConsumer],
+    "conversation.note_changed": [ConversationConsumer, ListConsumer, ShareConsumer],
     "session.logged_out": [ConversationConsumer, ListConsumer],
     "user.access_changed": [ConversationConsumer, ListConsumer],
     "share.revoked": [ShareConsumer],

@@ -151,7 +151,12 @@ def test_content_regions_carry_hx_disable(operator_client: Client, hostile: Conv
         for article in root.find_all("article", "message"):
             outside = [c for c in article.children if isinstance(c, str) and c.strip()]
             assert not outside, name
-            assert {n.attrs.get("class") for n in article.elements} == {"record", "projection"}
+            children = {n.attrs.get("class") for n in article.elements}
+            # Notes (docs/contract.md §10) sit beside the record: their forms use htmx, the
+            # operators' text in them is in regions that carry hx-disable.
+            assert children - {"notes"} == {"record", "projection"}, name
+            for text in root.find_all(cls="note-text"):
+                assert "hx-disable" in text.attrs, name
 
 
 # -- headers ---------------------------------------------------------------------------------

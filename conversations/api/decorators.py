@@ -25,6 +25,7 @@ from conversations.record.schemas import error_list, error_sentence
 
 View: TypeAlias = Callable[..., HttpResponse]
 TOKEN_TOUCH_INTERVAL = timedelta(minutes=5)
+TOKEN_LABEL = "replay.token_label"  # where a view finds its token's label
 
 
 def json_response(data: Any, status: int = 200) -> HttpResponse:
@@ -124,6 +125,7 @@ def api(
                     response["Allow"] = ", ".join(methods)
                     return response
                 token = authenticate(request)
+                request.META[TOKEN_LABEL] = token.label  # a note's author (contract §10)
                 key = request.headers.get("Idempotency-Key")
                 if request.method == "POST" and key is not None:
                     if not idempotent:

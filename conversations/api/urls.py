@@ -43,4 +43,15 @@ urlpatterns = [
         name="api-shares",
     ),
     path("api/shares/<int:share_id>", views.share, name="api-share"),
+    path(
+        "api/conversations/<str:conversation_id>/messages/<int:seq>/notes",
+        views.message_notes,
+        name="api-message-notes",
+    ),
+    path(
+        "api/conversations/<str:conversation_id>/notes",
+        views.conversation_notes,
+        name="api-notes",
+    ),
+    path("api/notes/<str:note_id>", views.note, name="api-note"),
 ]

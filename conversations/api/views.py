@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 import orjson
 from django.conf import settings
@@ -14,14 +15,14 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from pydantic import ValidationError
 
-from conversations.api.decorators import api, json_response, parse_json, validate
+from conversations.api.decorators import TOKEN_LABEL, api, json_response, parse_json, validate
 from conversations.api.errors import ApiError, too_big
 from conversations.core import importers
 from conversations.core.compact import Policy
 from conversations.core.list_status import ListFilters
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.core.search import QueryError
-from conversations.record import selectors, services, shapes, token_counts
+from conversations.record import note_reads, selectors, services, shapes, token_counts
 from conversations.record.models import Conversation
 from conversations.record.schemas import (
     BLOCK_ADAPTER,
@@ -29,6 +30,8 @@ from conversations.record.schemas import (
     ConversationPatch,
     MessageBatchIn,
     MessageIn,
+    NoteIn,
+    NotePatch,
     ShareIn,
     error_list,
     error_sentence,
@@ -94,7 +97,10 @@ def conversations(request: HttpRequest) -> HttpResponse:
         raise ApiError(400, exc.message, field=exc.field) from None
     try:
         found = selectors.conversation_list(
-            q=q, has_errors=filters.has_errors, unanswered=filters.unanswered
+            q=q,
+            has_errors=filters.has_errors,
+            unanswered=filters.unanswered,
+            label=filters.label,
         )
     except QueryError as exc:
         raise ApiError(400, exc.message, field=exc.field) from None
@@ -311,6 +317,7 @@ def shares(request: HttpRequest, conversation_id: str) -> HttpResponse:
             vision=data.vision,
             shape=data.shape,
             images=data.images,
+            notes=data.notes,
         )
         url = request.build_absolute_uri(reverse("share", kwargs={"token": clear}))
         return json_response(shapes.share_data(link) | {"url": url}, 201)
@@ -326,3 +333,80 @@ def share(request: HttpRequest, share_id: int) -> HttpResponse:
         raise ApiError(404, f"Share link {share_id} was not found.")
     services.share_revoke(link=link)
     return HttpResponse(status=204)
+
+
+# -- notes (docs/contract.md §10) ---------------------------------------------------------------
+
+
+def _token_label(request: HttpRequest) -> str:
+    return str(request.META[TOKEN_LABEL])
+
+
+def _note_body(schema: type[NoteIn] | type[NotePatch], data: Any) -> Any:
+    """A note body validated, a 400 naming the field (`text` is a field here, not the
+    block type the shared error sentences take it for)."""
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        field = "".join(
+            f"[{part}]" if isinstance(part, int) else (f".{part}" if i else str(part))
+            for i, part in enumerate(error["loc"])
+        )
+        message = {
+            "missing": "is required",
+            "extra_forbidden": "is not a field of a note",
+        }.get(error["type"], error["msg"].lower())
+        raise ApiError(400, f"{field}: {message}.", field=field) from None
+
+
+@api("POST")
+def message_notes(request: HttpRequest, conversation_id: str, seq: int) -> HttpResponse:
+    """A note on message SEQ (or its `block`), written by this token (its label)."""
+    found = _conversation(conversation_id)
+    if selectors.message_get(found, seq) is None:
+        raise ApiError(404, f"Message {seq} was not found in conversation {conversation_id}.")
+    data = _note_body(NoteIn, parse_json(request))
+    note = services.note_add(
+        conversation=found,
+        message_seq=seq,
+        block_seq=data.block,
+        text=data.text,
+        labels=data.labels,
+        token_label=_token_label(request),
+    )
+    return json_response(shapes.note_data(note_reads.value(note)), 201)
+
+
+@api("GET")
+def conversation_notes(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    """The conversation's notes by id, a page at a time (`?after=ID`; `next` when more)."""
+    found = _conversation(conversation_id)
+    after = request.GET.get("after", "0")
+    if not re.fullmatch(r"[0-9]{1,18}", after):
+        raise ApiError(400, f"after must be a note id, not {after[:40]!r}.", field="after")
+    notes, more = note_reads.note_page(found.id, after=int(after))
+    following = None
+    if more:
+        following = request.build_absolute_uri(
+            f"{request.path}?{urlencode({'after': notes[-1].id})}"
+        )
+    return json_response({"notes": [shapes.note_data(n) for n in notes], "next": following})
+
+
+@api("PATCH", "DELETE")
+def note(request: HttpRequest, note_id: str) -> HttpResponse:
+    """Edit (text and/or labels) or delete a note; only the token that wrote it may."""
+    found = note_reads.note_get(note_id)
+    if found is None:
+        raise ApiError(404, f"Note {note_id[:40]} was not found.")
+    if not note_reads.token_may_edit(found, _token_label(request)):
+        raise ApiError(403, "Only the token that wrote this note (by its label) may change it.")
+    if request.method == "DELETE":
+        services.note_delete(note=found)
+        return HttpResponse(status=204)
+    data = _note_body(NotePatch, parse_json(request))
+    if data.text is None and data.labels is None:
+        raise ApiError(400, "Send text and/or labels to change.", field="body")
+    edited = services.note_edit(note=found, text=data.text, labels=data.labels)
+    return json_response(shapes.note_data(note_reads.value(edited)))

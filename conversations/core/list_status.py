@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from conversations.core.blocks import BlockKind
-from conversations.core.options import flag
+from conversations.core.notes import NoteError, checked_label
+from conversations.core.options import OptionError, flag
 
 # Where provenance names the model: imports and the API's `metadata` (`model`), OpenTelemetry
 # GenAI attributes (the response's model before the request's).
@@ -59,22 +60,32 @@ def latest_model(metadatas: Iterable[object]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ListFilters:
-    """The list's filters (`?has_errors=1`, `?unanswered=1`), parsed once for the page and
-    the API; a bad value is an OptionError naming it."""
+    """The list's filters (`?has_errors=1`, `?unanswered=1`, `?label=NAME`: a note's label,
+    docs/contract.md §10), parsed once for the page and the API; a bad value is an
+    OptionError naming it."""
 
     has_errors: bool = False
     unanswered: bool = False
+    label: str = ""
 
     @classmethod
     def from_query(cls, query: Mapping[str, str]) -> ListFilters:
+        label = query.get("label", "")
+        if label:
+            try:
+                checked_label(label)
+            except NoteError as exc:
+                raise OptionError("label", f"label {exc.message}.") from None
         return cls(
             has_errors=flag(query, "has_errors", False),
             unanswered=flag(query, "unanswered", False),
+            label=label,
         )
 
     def query(self) -> dict[str, str]:
         """The query parameters of the filters that are on."""
-        return {name: "1" for name in ("has_errors", "unanswered") if getattr(self, name)}
+        on = {name: "1" for name in ("has_errors", "unanswered") if getattr(self, name)}
+        return on | ({"label": self.label} if self.label else {})
 
     def __bool__(self) -> bool:
-        return self.has_errors or self.unanswered
+        return self.has_errors or self.unanswered or bool(self.label)

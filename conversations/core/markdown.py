@@ -22,6 +22,7 @@ from conversations.core.blocks import (
     ToolUseBlock,
     label,
 )
+from conversations.core.notes import NoteValue
 from conversations.core.replay import (
     ImagePart,
     Payload,
@@ -41,6 +42,8 @@ class RecordMessage:
     seq: int
     created_at: str  # ISO 8601, UTC
     message: StoredMessage
+    # The operators' notes on it (docs/contract.md §10): after it, never in the projection.
+    notes: tuple[NoteValue, ...] = ()
 
 
 def fence(text: str, info: str = "") -> str:
@@ -80,6 +83,19 @@ def block_markdown(block: Block) -> str:
             return f"{head} {inline(block.media_type)}, about {size:,} bytes (not embedded)"
         case _:
             assert_never(block)
+
+
+def note_markdown(note: NoteValue) -> str:
+    """A note as a blockquote starting `> **Note**`: who wrote it, on which block, its
+    labels, then its text fenced, every line quoted (the text cannot leave the quote)."""
+    about = [f"by {inline(note.author)}"]
+    if note.block is not None:
+        about.append(f"on block {note.block}")
+    if note.labels:
+        about.append("labels " + ", ".join(inline(label) for label in note.labels))
+    about.append(note.created_at.isoformat(timespec="seconds"))
+    lines = [f"**Note** {' · '.join(about)}", "", *fence(note.text).split("\n")]
+    return "\n".join(f"> {line}" if line else ">" for line in lines)
 
 
 def _part_markdown(part: TextPart | ImagePart) -> str:
@@ -123,6 +139,7 @@ def conversation_markdown(
         out.extend(block_markdown(b) for b in m.message.blocks)
         if not m.message.blocks:
             out.append("No blocks.")
+        out.extend(note_markdown(note) for note in m.notes)
     out.append(f"## Projection ({shape}, vision {'on' if vision else 'off'})")
     system = payload.get("system")
     if isinstance(system, str):

@@ -174,7 +174,7 @@ def _page_context(
 ) -> dict[str, Any]:
     """The dashboard's page context, narrowed to what the link shows."""
     conversation = context["conversation"]
-    messages = without_records(context["messages"])
+    messages = presenters.read_only(without_records(context["messages"]), link.notes)
     if not link.images:
         messages = withhold_images(messages)
     toggles = [
@@ -300,4 +300,4 @@ def message_projection(
 def find(request: HttpRequest, link: ShareLink, token: str, opts: ReplayOptions) -> HttpResponse:
     """The page's finder (search, filters' "find more", problems, tool rounds), inside the
     link's scope: a frozen link's finder never sees a message past its last."""
-    return finding.find_response(request, scoped_conversation(link))
+    return finding.find_response(request, scoped_conversation(link), notes=link.notes)

@@ -1,6 +1,14 @@
 from django.urls import path
 
-from conversations.dashboard.views import context, conversation, finding, imports, listing, sharing
+from conversations.dashboard.views import (
+    context,
+    conversation,
+    finding,
+    imports,
+    listing,
+    notes,
+    sharing,
+)
 
 urlpatterns = [
     path("", listing.conversation_list, name="conversation-list"),
@@ -55,5 +63,13 @@ urlpatterns = [
         "c/<str:conversation_id>/shares/<int:share_id>/revoke",
         sharing.share_revoke,
         name="share-revoke",
+    ),
+    path("c/<str:conversation_id>/m/<int:seq>/notes", notes.note_add, name="note-add"),
+    path("c/<str:conversation_id>/notes/<int:note_id>", notes.note_detail, name="note"),
+    path("c/<str:conversation_id>/notes/<int:note_id>/edit", notes.note_edit, name="note-edit"),
+    path(
+        "c/<str:conversation_id>/notes/<int:note_id>/delete",
+        notes.note_delete,
+        name="note-delete",
     ),
 ]

@@ -15,7 +15,7 @@ from conversations.core import context_windows, page_windows, replay
 from conversations.core.options import OptionError
 from conversations.core.socket_window import HeldWindow, parse_report
 from conversations.live import fragments
-from conversations.live.render_cache import frames
+from conversations.live.render_cache import frames, notes
 from conversations.live.watcher import BAD_REQUEST, NOT_FOUND, Watcher
 from conversations.record import events
 
@@ -127,6 +127,25 @@ class ConversationConsumer(Watcher):
 
     async def conversation_deleted(self, event: events.ConversationDeleted) -> None:
         await self.shut(NOT_FOUND)
+
+    async def conversation_note_changed(self, event: events.NoteChanged) -> None:
+        """A message's notes changed (docs/contract.md §10): its notes partial, rendered once
+        per change; message frames rendered before it are not reused."""
+        frames.forget_before(event["change"])
+        seq = event["message_seq"]
+        html = await notes.get(
+            self.notes_key(seq, event["change"]),
+            database_sync_to_async(lambda: self.build_notes(seq)),
+        )
+        if html:
+            async with self.lock:
+                await self.send(text_data=html)
+
+    def notes_key(self, seq: int, change: str) -> tuple[object, ...]:
+        return ("notes", self.conversation_id, seq, change)
+
+    def build_notes(self, seq: int) -> str:
+        return fragments.notes_frame(self.conversation_id, seq)
 
     async def changed(self, *positions: tuple[int, int]) -> None:
         """Messages now end at these (seq, block count) positions, in seq order."""

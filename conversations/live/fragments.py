@@ -15,9 +15,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from conversations.core import page_windows, replay
+from conversations.core.notes import MessageNotes
 from conversations.core.options import ReplayOptions
 from conversations.dashboard import presenters, share_pages
-from conversations.record import selectors, services, token_counts
+from conversations.record import note_reads, selectors, services, token_counts
 from conversations.record.models import ShareLink
 
 
@@ -50,6 +51,7 @@ def messages_frame(
     *,
     images: bool = True,
     share: bool = False,
+    notes: bool = True,
 ) -> Frame:
     """The `message` partial for each seq, in order, and the conversation's new totals and
     pressure (`view`: the page's model and window overrides).
@@ -58,7 +60,8 @@ def messages_frame(
     under `page_windows.FRAME_BYTES` whatever is stored; counting is cached, so only the
     messages that grew are recounted.
     `images` False: a share link's, with no image URL on the record side; `share`: a
-    share link's, with no link to a message's record JSON.
+    share link's, with no link to a message's record JSON, its notes read-only and only
+    with `notes`.
     """
     conversation = selectors.conversation_get(conversation_id)
     if conversation is None or not seqs:
@@ -77,8 +80,11 @@ def messages_frame(
     views = presenters.message_views(
         conversation, rows, vision=vision, shape=shape, margin=margin, compactions=compactions
     )
+    views = presenters.with_notes(
+        conversation.id, views, note_reads.notes_at(conversation.id, wanted)
+    )
     if share:
-        views = share_pages.without_records(views)
+        views = presenters.read_only(share_pages.without_records(views), notes)
     if not images:
         views = share_pages.withhold_images(views)
     parts = [render_to_string("conversations/detail.html#message", {"m": m}) for m in views]
@@ -95,6 +101,23 @@ def messages_frame(
         )
     )
     return Frame("".join(parts), {m.seq: m.block_count for m in views})
+
+
+def notes_frame(conversation_id: str, seq: int, *, share: bool = False) -> str:
+    """One message's `notes` partial as they now are (read-only for a share link's page):
+    sent on `conversation.note_changed`; bounded by the notes a message may hold."""
+    conversation = selectors.conversation_get(conversation_id)
+    message = selectors.message_get(conversation, seq) if conversation else None
+    if conversation is None or message is None:
+        return ""
+    view = presenters.notes_view(
+        conversation.id,
+        seq,
+        message.block_count,
+        note_reads.notes_at(conversation.id, [seq]).get(seq, MessageNotes()),
+        readonly=share,
+    )
+    return render_to_string("conversations/detail.html#notes", {"n": view})
 
 
 def reload_frame(conversation_id: str, vision: bool, shape: replay.Shape) -> Frame:
@@ -131,9 +154,10 @@ def rows_since(since: datetime) -> str:
     """The list rows of the conversations active after `since`, oldest first (each row moves
     to the top as it is applied), at most a page of them."""
     changed = list(selectors.conversation_list().filter(updated_at__gt=since)[:LIST_ROWS])
+    labels = note_reads.labels_of([c.pk for c in changed])
     return "".join(
         render_to_string("conversations/list.html#row", {"row": row})
-        for row in reversed(presenters.conversation_rows(changed))
+        for row in reversed(presenters.conversation_rows(changed, labels=labels))
     )
 
 
@@ -142,7 +166,8 @@ def row_html(conversation_id: str) -> str:
     conversation = selectors.conversation_get(conversation_id)
     if conversation is None:
         return ""
-    (row,) = presenters.conversation_rows([conversation])
+    labels = note_reads.labels_of([conversation.pk])
+    (row,) = presenters.conversation_rows([conversation], labels=labels)
     return render_to_string("conversations/list.html#row", {"row": row})
 
 

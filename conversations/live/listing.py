@@ -49,6 +49,10 @@ class ListConsumer(Watcher):
     async def conversation_deleted(self, event: events.ConversationDeleted) -> None:
         await self.send(text_data=fragments.removed_row_html(event["conversation_id"]))
 
+    async def conversation_note_changed(self, event: events.NoteChanged) -> None:
+        # A note's labels show on the row (docs/contract.md §10).
+        await self.row(event["conversation_id"], "note", event["change"])
+
     async def row(self, conversation_id: str, *position: Any) -> None:
         key = ("row", conversation_id, *position)
         html = await rows.get(

@@ -21,6 +21,7 @@ class RenderCache(Generic[T]):
     def __init__(self, ttl: float = 5.0) -> None:
         self.ttl = ttl
         self.pending: dict[tuple[Any, ...], asyncio.Task[T]] = {}
+        self.last_change = ""
 
     async def get(self, key: tuple[Any, ...], render: Callable[[], Awaitable[T]]) -> T:
         task = self.pending.get(key)
@@ -33,6 +34,13 @@ class RenderCache(Generic[T]):
             asyncio.get_running_loop().call_later(self.ttl, self._expire, key, task)
         return await asyncio.shield(task)
 
+    def forget_before(self, change: str) -> None:
+        """A change the cached renderings may predate (a note): render afresh from now on
+        (once per change, however many sockets hear of it)."""
+        if change != self.last_change:
+            self.last_change = change
+            self.pending.clear()
+
     def _forget_failure(self, key: tuple[Any, ...], task: asyncio.Task[T]) -> None:
         if task.cancelled() or task.exception() is not None:
             self._expire(key, task)
@@ -44,6 +52,7 @@ class RenderCache(Generic[T]):
 
 frames: RenderCache[fragments.Frame] = RenderCache()  # a conversation's messages
 rows: RenderCache[str] = RenderCache()  # the list's rows
+notes: RenderCache[str] = RenderCache()  # a message's notes, once per change
 # Shared by the sockets of one session; an access event's checks are keyed by the event,
 # so a check made before the change is never reused for it.
 access_checks: RenderCache[access.Access] = RenderCache()

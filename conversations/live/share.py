@@ -129,7 +129,17 @@ class ShareConsumer(ConversationConsumer):
                 self.shape,
                 images=self.link.images,
                 share=True,
+                notes=self.link.notes,
             )
+
+    def notes_key(self, seq: int, change: str) -> tuple[object, ...]:
+        return ("share-notes", self.link.pk, seq, change)
+
+    def build_notes(self, seq: int) -> str:
+        if not self.link.notes:
+            return ""  # a link made without notes shows none (docs/contract.md §10)
+        with share_pages.scoped_urls(self.token):
+            return fragments.notes_frame(self.conversation_id, seq, share=True)
 
     def build_reload(self) -> fragments.Frame:
         with share_pages.scoped_urls(self.token):

@@ -15,6 +15,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from pydantic import ValidationError as SchemaError
@@ -27,6 +28,7 @@ from conversations.record.models import (
     Block,
     Conversation,
     Message,
+    Note,
     RejectedSpan,
     ShareLink,
 )
@@ -325,3 +327,46 @@ class ShareLinkAdmin(admin.ModelAdmin[ShareLink]):
         for link in links:
             services.share_revoke(link=link)
         self.message_user(request, f"Revoked {len(links)} share link(s).")
+
+
+@admin.register(Note)
+class NoteAdmin(admin.ModelAdmin[Note]):
+    """Operators' notes (docs/contract.md §10): listed and read here, deleted through the
+    service (which tells open pages); written and edited on the conversation page or the
+    API, where the author is known."""
+
+    list_display = ["id", "conversation", "message_seq", "block_seq", "author", "label_list",
+                    "excerpt", "created_at", "updated_at"]  # fmt: skip
+    list_select_related = ["conversation"]
+    list_filter = ["created_at"]
+    search_fields = ["author", "=conversation__id", "label_rows__name"]
+    fields = readonly_fields = (
+        "conversation", "message_seq", "block_seq", "author", "label_list", "text",
+        "created_at", "updated_at", "dashboard_link",
+    )  # fmt: skip
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="Labels")
+    def label_list(self, obj: Note) -> str:
+        return ", ".join(obj.labels)
+
+    @admin.display(description="Text")
+    def excerpt(self, obj: Note) -> str:
+        return obj.text if len(obj.text) <= 120 else obj.text[:120] + "…"
+
+    @admin.display(description="Dashboard")
+    def dashboard_link(self, obj: Note) -> str:
+        url = reverse("conversation", args=[str(obj.conversation_id)]) + f"#m-{obj.message_seq}"
+        return format_html('<a href="{}">Open in Replay</a>', url)
+
+    def delete_model(self, request: HttpRequest, obj: Note) -> None:
+        services.note_delete(note=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Note]) -> None:
+        for note in queryset:
+            services.note_delete(note=note)

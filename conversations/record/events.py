@@ -78,6 +78,17 @@ class Changed(TypedDict):
     positions: list[list[int]]
 
 
+class NoteChanged(TypedDict):
+    """A note on one message was added, edited or deleted (docs/contract.md §10): open pages
+    of the conversation render that message's notes again. `change` names this change, so
+    one rendering of it serves every socket."""
+
+    type: Literal["conversation.note_changed"]
+    conversation_id: str
+    message_seq: int
+    change: str
+
+
 class ConversationDeleted(TypedDict):
     type: Literal["conversation.deleted"]
     conversation_id: str
@@ -108,7 +119,7 @@ class ShareRevoked(TypedDict):
 
 # What the conversation's group and the list group hear (services publish all but Changed).
 ConversationEvent: TypeAlias = (
-    ConversationCreated | MessageAdded | BlockAdded | Changed | ConversationDeleted
+    ConversationCreated | MessageAdded | BlockAdded | Changed | ConversationDeleted | NoteChanged
 )
 # Every event on the layer; tests/test_events.py checks each one's shape and handlers.
 Event: TypeAlias = ConversationEvent | LoggedOut | AccessChanged | ShareRevoked

@@ -23,6 +23,7 @@ from conversations.core import compact
 from conversations.core.blocks import ToolSide, kind_named, tool_side
 from conversations.core.finder import Cursor, FindKind
 from conversations.core.search import SNIPPET_SCAN_CHARS, parse_query, snippet
+from conversations.record import note_reads
 from conversations.record.models import Block, Conversation, Message, SearchEntry
 from conversations.record.rows import Pairs as Pairs
 from conversations.record.search import Matches
@@ -299,9 +300,11 @@ def search_page(
     *,
     after: Cursor | None = None,
     before: Cursor | None = None,
+    notes: bool = True,
 ) -> HitPage:
     """The blocks holding every word of `q` (as the list's search finds them), a page
-    after `after` (or from the start) or the page just before `before`, with snippets.
+    after `after` (or from the start) or the page just before `before`, with snippets;
+    with `notes`, the notes holding them too (docs/contract.md §10).
     Raises QueryError for a `q` the list refuses."""
     query = parse_query(q)
     if query.empty:
@@ -322,19 +325,28 @@ def search_page(
         (int(seq or 0), int(block or 0))
         for seq, block in wanted.values_list("message_seq", "block_seq")[: HITS_PAGE + 1]
     ]
+    # Notes found are hits at their block (their message's first) (docs/contract.md §10).
+    noted = note_reads.NotePlaces(conversation, query, shown=notes)
+    blocks_found = set(places)
+    places = noted.merged(places, after=after, before=before, limit=HITS_PAGE + 1)
     more = len(places) > HITS_PAGE
     places = places[:HITS_PAGE]
     if before is not None:
         places.reverse()
-    total = _capped_count(entries)
+    total = _capped_count(entries) + noted.count()
     offset: int | None = None
     if places and after is None and before is None:
         offset = 0  # from the start: nothing is ahead, and nothing need count it
     elif places:
         ahead = _capped_count(entries.filter(_before(Cursor(*places[0]))))
+        ahead += noted.count(before=Cursor(*places[0]))
         offset = ahead if ahead <= COUNT_CAP else None
     return HitPage(
-        _hits(conversation, places, q), offset, min(total, COUNT_CAP), total > COUNT_CAP, more
+        noted.hits(_hits(conversation, [p for p in places if p in blocks_found], q), places),
+        offset,
+        min(total, COUNT_CAP),
+        total > COUNT_CAP,
+        more,
     )
 
 

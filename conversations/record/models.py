@@ -329,6 +329,7 @@ class ShareLink(models.Model):
     vision = models.BooleanField(null=True, blank=True)
     shape = models.CharField(max_length=16, blank=True, default="")
     images = models.BooleanField(default=True)
+    notes = models.BooleanField(default=False)  # the operators' notes shown (docs/contract.md §10)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     view_count = models.PositiveIntegerField(default=0, editable=False)
@@ -364,6 +365,8 @@ class ShareLink(models.Model):
             fixed.append(self.shape)
         if not self.images:
             fixed.append("no images")
+        if self.notes:
+            fixed.append("notes")
         return ", ".join(fixed) or "free"
 
     def state(self, now: datetime) -> str:
@@ -373,3 +376,57 @@ class ShareLink(models.Model):
         if self.expires_at is not None and self.expires_at <= now:
             return "expired"
         return "active"
+
+
+class Note(models.Model):
+    """An operator's note on a message, or on one block of it (docs/contract.md §10).
+
+    Never part of the record's replay: no projection, payload or count reads this table.
+    `author` is the user's name or the API token's label; `user` is set when a signed-in
+    user wrote it (their notes are theirs to edit), `token_label` when a token did.
+    `words` are `core.search.index_words` of the text, under a full-text index of their
+    own (`record.note_search`).
+    """
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="+")
+    message_seq = models.PositiveIntegerField()
+    block_seq = models.PositiveIntegerField(null=True, blank=True)
+    text = models.TextField()
+    labels = models.JSONField(default=list, blank=True)
+    author = models.CharField(max_length=200)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    token_label = models.CharField(max_length=200, blank=True, default="")
+    words = models.TextField(blank=True, default="", editable=False)
+    # Set by the services, equal until the note is edited.
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["conversation_id", "message_seq", "id"]
+        indexes = [
+            models.Index(fields=["conversation", "message_seq", "id"], name="note_by_message"),
+        ]
+
+    def __str__(self) -> str:
+        return f"note {self.pk} on #{self.message_seq}"
+
+
+class NoteLabel(models.Model):
+    """One label of one note, for `?label=` (an index by name) and the list's rows."""
+
+    note = models.ForeignKey(Note, on_delete=models.CASCADE, related_name="label_rows")
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    name = models.CharField(max_length=40)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["name", "conversation"], name="note_label_by_name"),
+            models.Index(fields=["conversation", "name"], name="note_label_by_conversation"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name

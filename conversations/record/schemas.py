@@ -215,6 +215,23 @@ class ShareIn(Strict):
     vision: bool | None = None
     shape: Literal["openai", "anthropic"] | None = None
     images: bool = True
+    notes: bool = False
+
+
+class NoteIn(Strict):
+    """A new note (docs/contract.md §10); what the text and labels may hold is checked by
+    `core.notes` in the service, which names the field."""
+
+    text: str
+    labels: list[str] = []
+    block: Annotated[int, Field(ge=0)] | None = None
+
+
+class NotePatch(Strict):
+    """A note's new text and/or labels."""
+
+    text: str | None = None
+    labels: list[str] | None = None
 
 
 def error_sentence(exc: ValidationError) -> str:

@@ -29,6 +29,7 @@ from django.db.models.functions import Substr
 
 from conversations.core import live_sources, markdown, replay
 from conversations.core.search import INDEXED_CHARS, block_text, parse_query, snippet
+from conversations.record import note_reads
 from conversations.record.models import (
     Block,
     Conversation,
@@ -66,14 +67,18 @@ def conversation_get(conversation_id: str | uuid.UUID) -> Conversation | None:
 
 
 def conversation_list(
-    *, q: str = "", has_errors: bool = False, unanswered: bool = False
+    *, q: str = "", has_errors: bool = False, unanswered: bool = False, label: str = ""
 ) -> QuerySet[Conversation]:
     """Conversations, newest activity first; with a `q`, those whose title or one of whose
     blocks holds all its words (`core.search.parse_query`, which may raise QueryError),
     found through the full-text index. `has_errors`: only those holding an error result;
     `unanswered`: only those whose last message leaves a tool call unanswered (each read
-    from the conversation's row, through a partial index in this order)."""
+    from the conversation's row, through a partial index in this order). Notes count too
+    (docs/contract.md §10): `q` finds their text, `label` keeps conversations with a note
+    so labelled."""
     conversations = Conversation.objects.order_by("-updated_at", "-created_at", "id")
+    if label:
+        conversations = conversations.filter(pk__in=note_reads.conversations_labelled(label))
     if has_errors:
         conversations = conversations.filter(error_count__gt=0)
     if unanswered:
@@ -83,7 +88,10 @@ def conversation_list(
         return conversations
     if query.empty:
         return conversations.none()  # only punctuation: no word to find
-    return conversations.filter(pk__in=search_entries(q).values("conversation_id"))
+    return conversations.filter(
+        Q(pk__in=search_entries(q).values("conversation_id"))
+        | Q(pk__in=note_reads.conversations_with_note_words(q))
+    )
 
 
 def search_entries(q: str) -> QuerySet[SearchEntry]:
@@ -407,8 +415,14 @@ def markdown_export(conversation: Conversation, *, vision: bool, shape: replay.S
     for these options (the same payload the replay serves)."""
     rows = message_rows(conversation)
     stored = stored_messages(rows)
+    notes = note_reads.all_notes(conversation.id)
     record = [
-        markdown.RecordMessage(row.seq, row.created_at.isoformat(timespec="seconds"), message)
+        markdown.RecordMessage(
+            row.seq,
+            row.created_at.isoformat(timespec="seconds"),
+            message,
+            tuple(notes.get(row.seq, ())),
+        )
         for row, message in zip(rows, stored, strict=True)
     ]
     return markdown.conversation_markdown(

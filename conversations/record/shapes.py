@@ -10,6 +10,7 @@ import orjson
 
 from conversations.core import replay
 from conversations.core.blocks import kind_of
+from conversations.core.notes import NoteValue
 from conversations.record.models import Block, Conversation, Message, ShareLink
 from conversations.record.selectors import BlockRow, MessageRow, block_value, message_rows
 
@@ -88,9 +89,24 @@ def share_data(link: ShareLink) -> dict[str, Any]:
         "vision": link.vision,
         "shape": link.shape or None,
         "images": link.images,
+        "notes": link.notes,
         "created_at": link.created_at,
         "expires_at": link.expires_at,
         "revoked_at": link.revoked_at,
         "view_count": link.view_count,
         "last_viewed_at": link.last_viewed_at,
+    }
+
+
+def note_data(note: NoteValue) -> dict[str, Any]:
+    """A note as the API gives it (docs/contract.md §10)."""
+    return {
+        "id": note.id,
+        "seq": note.seq,
+        "block": note.block,
+        "text": note.text,
+        "labels": list(note.labels),
+        "author": note.author,
+        "created_at": note.created_at,
+        "updated_at": note.updated_at,
     }

@@ -11,6 +11,7 @@ pyproject.toml). One module a page or job:
 - `listing`: the conversation list's rows, pager and empty text
 - `context`, `diff`: the compaction preview and the projection diff
 - `sharing`: the page's share panel
+- `notes`: the notes beside a message's record
 - `metadata`: the header facts read from metadata, an import's source
 - `texts`, `links`: folds, cuts and their labels; URLs and toggles
 - `protocols`: the attributes presenters read of a conversation and a share link
@@ -39,6 +40,13 @@ from conversations.dashboard.presenters.metadata import (
     message_meta,
     source_time,
 )
+from conversations.dashboard.presenters.notes import (
+    NotesView,
+    note_item,
+    notes_view,
+    read_only,
+    with_notes,
+)
 from conversations.dashboard.presenters.pressure import margin_counts, pressure_view
 from conversations.dashboard.presenters.sharing import shares_panel
 from conversations.dashboard.presenters.texts import (
@@ -55,9 +63,14 @@ __all__ = [
     "DiffSide",
     "MessageView",
     "MetaItem",
+    "NotesView",
     "PageRead",
     "Truncation",
     "block_full_text",
+    "note_item",
+    "notes_view",
+    "read_only",
+    "with_notes",
     "context_page",
     "conversation_meta",
     "conversation_page",

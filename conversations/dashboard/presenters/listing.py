@@ -42,6 +42,7 @@ class ConversationRow:
     hit_url: str = ""
     hit_label: str = ""
     snippet: str = ""
+    labels: Sequence[str] = ()  # its notes' labels (docs/contract.md §10)
 
 
 def list_query(*, q: str, filters: ListFilters, page: int | None = None) -> str:
@@ -88,12 +89,17 @@ def _compactions(metadata: object) -> str:
 
 
 def conversation_rows(
-    conversations: Sequence[ConversationLike], *, hits: Mapping[Any, SearchHit] | None = None
+    conversations: Sequence[ConversationLike],
+    *,
+    hits: Mapping[Any, SearchHit] | None = None,
+    labels: Mapping[Any, Sequence[str]] | None = None,
 ) -> list[ConversationRow]:
     """List rows, with whether each conversation's last message ends in unanswered tool
     calls, its model and error count (all read from its row) and, for a search, where in
-    the conversation it matched (`hits`: `selectors.search_hits`, by conversation id)."""
+    the conversation it matched (`hits`: `selectors.search_hits`, by conversation id), and
+    its notes' labels (`labels`: `note_reads.labels_of`)."""
     hits = hits or {}
+    labels = labels or {}
     now = timezone.now()
     rows = []
     for c in conversations:
@@ -112,6 +118,7 @@ def conversation_rows(
                 hit_url=f"{c.get_absolute_url()}#m-{hit.message_seq}" if hit else "",
                 hit_label=f"message {hit.message_seq}" if hit else "",
                 snippet=hit.snippet if hit else "",
+                labels=labels.get(c.id, ()),
             )
         )
     return rows

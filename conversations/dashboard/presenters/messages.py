@@ -14,7 +14,7 @@ import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import assert_never, cast
+from typing import TYPE_CHECKING, assert_never, cast
 
 from django.urls import reverse
 
@@ -53,6 +53,9 @@ from conversations.record.rows import (
     PreviewRow,
     block_value,
 )
+
+if TYPE_CHECKING:
+    from conversations.dashboard.presenters.notes import NotesView
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,7 @@ class MessageView:
     truncated: Truncation | None = None  # of `text`
     record_url: str = ""  # this message as the API's record has it (operators only)
     projection_url: str = ""  # this message's wire message for the page's toggles
+    notes: NotesView | None = None  # the operators' notes beside the record (contract §10)
 
     @property
     def anchor(self) -> str:

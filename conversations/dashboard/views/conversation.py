@@ -39,7 +39,14 @@ from conversations.dashboard.views.common import (
     with_options,
     with_shares,
 )
-from conversations.record import finder_reads, selectors, services, shapes, token_counts
+from conversations.record import (
+    finder_reads,
+    note_reads,
+    selectors,
+    services,
+    shapes,
+    token_counts,
+)
 from conversations.record.models import Conversation
 
 
@@ -56,6 +63,7 @@ def conversation_detail(
         narrow = functools.partial(with_shares, conversation)
     if request.user.has_perm(CHANGE_PERMISSION):
         narrow = _with_window_form(narrow, conversation)
+    narrow = _with_notes_viewer(narrow, request)
     return detail_response(request, conversation, vision=vision, shape=shape, narrow=narrow)
 
 
@@ -68,6 +76,17 @@ def _with_window_form(narrow: Narrow, conversation: Conversation) -> Narrow:
     action = reverse("conversation-window", args=[str(conversation.id)])
     value = conversation.metadata.get("context_window", "")
     return lambda context: narrow(context) | {"window_form": {"action": action, "value": value}}
+
+
+def _with_notes_viewer(narrow: Narrow, request: HttpRequest) -> Narrow:
+    """Who is reading, for the notes' controls (docs/contract.md §10): the page's script
+    shows edit and delete on this user's notes, delete on all with delete_note."""
+    viewer = {
+        "user": request.user.pk,
+        "add": request.user.has_perm(note_reads.ADD),
+        "delete_any": request.user.has_perm(note_reads.DELETE_ANY),
+    }
+    return lambda context: narrow(context) | {"notes_viewer": viewer}
 
 
 @require_POST
@@ -116,10 +135,13 @@ def page_context(
         counted=token_counts.counted_shown(conversation, pressure, rows),
         pairs=finder_reads.tool_pairs(conversation, rows),
     )
-    return presenters.conversation_page(
+    context = presenters.conversation_page(
         conversation, read, window=window, vision=vision, shape=shape, view=view,
         earlier=earlier, later=later,
     )  # fmt: skip
+    notes = note_reads.notes_at(conversation.id, [row.seq for row in rows])
+    context["messages"] = presenters.with_notes(conversation.id, context["messages"], notes)
+    return context
 
 
 def detail_response(

@@ -39,12 +39,15 @@ def _cursor(request: HttpRequest, name: str) -> Cursor | None:
     return None if value is None else parse_cursor(name, value)
 
 
-def find_response(request: HttpRequest, conversation: Conversation) -> HttpResponse:
+def find_response(
+    request: HttpRequest, conversation: Conversation, *, notes: bool = True
+) -> HttpResponse:
     """`?kind=text&q=WORDS` a page of search hits (seq, block, snippet; "k of N" from
     `offset` and `total`); `?kind=problem|error|tool|reasoning|image` the next block of
     that kind (a problem: a tool error or a tool call with no result), one bounded step
     at a time (`resume` says where to go on from). `after=` or `before=` a place (`412`
-    or `412.3`); neither: from the start. Bad parameters: a JSON 400 naming them."""
+    or `412.3`); neither: from the start. Bad parameters: a JSON 400 naming them. `notes`:
+    whether the notes are searched too (a share link's only when it shows them)."""
     try:
         after, before = _cursor(request, "after"), _cursor(request, "before")
         if after is not None and before is not None:
@@ -54,7 +57,9 @@ def find_response(request: HttpRequest, conversation: Conversation) -> HttpRespo
             q = request.GET.get("q", "").replace("\x00", "").strip()
             if not q:
                 raise FindError("q", "q is required with kind=text: the words to find.")
-            page = finder_reads.search_page(conversation, q, after=after, before=before)
+            page = finder_reads.search_page(
+                conversation, q, after=after, before=before, notes=notes
+            )
             return _found(
                 {
                     "hits": [hit._asdict() for hit in page.hits],

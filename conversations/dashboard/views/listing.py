@@ -21,7 +21,7 @@ from conversations.dashboard.views.common import (
     bad_request,
     operator_required,
 )
-from conversations.record import selectors
+from conversations.record import note_reads, selectors
 from conversations.record.models import Conversation
 
 PER_PAGE = 25
@@ -41,7 +41,10 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
     error = ""
     try:
         found = selectors.conversation_list(
-            q=q, has_errors=filters.has_errors, unanswered=filters.unanswered
+            q=q,
+            has_errors=filters.has_errors,
+            unanswered=filters.unanswered,
+            label=filters.label,
         )
     except QueryError as exc:
         found, error = Conversation.objects.none(), exc.message
@@ -56,7 +59,9 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
         "empty": presenters.list_empty(q=q, filters=filters),
         "error": error,
         "max_query": MAX_QUERY_CHARS,
-        "rows": presenters.conversation_rows(conversations, hits=hits),
+        "rows": presenters.conversation_rows(
+            conversations, hits=hits, labels=note_reads.labels_of([c.pk for c in conversations])
+        ),
         # Only the first page of everything moves with live activity: a row that arrives
         # live is not checked against a search or a filter.
         "live": page.number == 1 and not q and not filters,

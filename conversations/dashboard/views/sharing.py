@@ -63,6 +63,7 @@ def _share_form(post: Any) -> dict[str, Any]:
         "vision": vision,
         "shape": shape or None,
         "images": post.get("images") == "1",
+        "notes": post.get("notes") == "1",
     }
 
 

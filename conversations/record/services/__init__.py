@@ -8,6 +8,7 @@ atomic and announces what it stored on commit. One file a domain:
 - `appending`: messages and blocks (`inserts`: the multi-row INSERTs; `search_entries`:
   the search entries stored with titles and blocks)
 - `imports`: transcript files; `following`: `manage.py tail` and OTLP traces
+- `notes`: operators' notes on messages (docs/contract.md §10)
 - `sharing`: share links; `api_tokens`: API tokens; `idempotency`: Idempotency-Key answers
 - `errors`: IngestError, which every write raises for what it cannot store
 """
@@ -54,6 +55,7 @@ from conversations.record.services.imports import (
     message_validated,
     transcript_import,
 )
+from conversations.record.services.notes import note_add, note_delete, note_edit
 from conversations.record.services.sharing import (
     SHARE_DEFAULT_EXPIRY,
     SHARE_MAX_EXPIRY,
@@ -93,6 +95,9 @@ __all__ = [
     "span_rejected",
     "message_validated",
     "messages_append",
+    "note_add",
+    "note_delete",
+    "note_edit",
     "path_digest",
     "share_create",
     "share_revoke",

@@ -31,11 +31,13 @@ def share_create(
     vision: bool | None = None,
     shape: str | None = None,
     images: bool = True,
+    notes: bool = False,
 ) -> tuple[ShareLink, str]:
     """Create a share link; the clear token is returned once, only its SHA-256 is kept.
 
     `up_to_seq` must name a stored message; `expires_in` runs from 1 s to 30 days (None:
-    never); a link without images cannot fix vision on. Raises IngestError naming the field.
+    never); a link without images cannot fix vision on; `notes`: the operators' notes are
+    shown (docs/contract.md §10). Raises IngestError naming the field.
     """
     if up_to_seq is not None and not 0 <= up_to_seq < conversation.message_count:
         last = conversation.message_count - 1
@@ -60,6 +62,7 @@ def share_create(
         vision=vision,
         shape=shape or "",
         images=images,
+        notes=notes,
         expires_at=timezone.now() + expires_in if expires_in is not None else None,
     )
     return link, clear
