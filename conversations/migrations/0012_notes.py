@@ -65,7 +65,7 @@ def uninstall(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("conversations", "0010_rejected_spans"),
+        ("conversations", "0011_token_expiry"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
