@@ -43,4 +43,5 @@ urlpatterns = [
         name="api-shares",
     ),
     path("api/shares/<int:share_id>", views.share, name="api-share"),
+    path("api/compare", views.compare, name="api-compare"),
 ]
