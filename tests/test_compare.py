@@ -175,3 +175,13 @@ def test_a_summary_lists_the_most_called_tools_first() -> None:
     top = compare.top_tools(counts)
     assert len(top) == compare.TOOL_NAMES_SHOWN
     assert next(iter(top)) == "tool149"
+
+
+def test_an_opened_fold_shows_its_run_whole() -> None:
+    rows = [(i, i) for i in range(10)]
+    same = [True] * 10
+    assert fold(0, rows, same, unfolded=0) == [Shown(i, i, i, True) for i in range(10)]
+    same[5] = False
+    opened = fold(0, rows, same, unfolded=7)
+    assert opened[0] == Fold(0, 4, 0, 0)
+    assert [item.row for item in opened[1:]] == [4, 5, 6, 7, 8, 9]

@@ -171,7 +171,8 @@ def test_rows_are_paged_500_at_a_time(api: ApiClient) -> None:
     assert (first["page"], first["pages"], first["total_rows"]) == (1, 2, 601)
     assert len(first["rows"]) == 500
     assert first["first_divergence"] == {"a_seq": None, "b_seq": 550}
-    response = api.client.get(first["next"].replace("http://testserver", ""), headers=api._headers(None))
+    path = first["next"].replace("http://testserver", "")
+    response = api.client.get(path, headers=api._headers(None))
     second = response.json()
     assert second["page"] == 2 and second["next"] is None
     assert [r["b_seq"] for r in second["rows"]][:2] == [500, 501]
@@ -254,7 +255,8 @@ def test_two_real_claude_code_sessions(api: ApiClient) -> None:
         context = api.get(f"/api/conversations/{cid}/context").json()
         assert data[side]["tokens"] == context["next_request"]["tokens"]
         by_seq = {m["seq"]: m["tokens"] for m in context["messages"]}
-        assert all(r[f"tokens_{side}"] == by_seq[r[f"{side}_seq"]] for r in data["rows"] if r[f"{side}_seq"] is not None)
+        shown = [r for r in data["rows"] if r[f"{side}_seq"] is not None]
+        assert all(r[f"tokens_{side}"] == by_seq[r[f"{side}_seq"]] for r in shown)
         # Real Claude Code files record when each line was written.
         assert data[side]["duration_s"] is not None and data[side]["duration_s"] >= 0
     # Two different sessions part at once: the first message that is no same pair.

@@ -28,6 +28,7 @@ STEP_BUDGET = 2_000_000  # diagonal steps one alignment may take before it stops
 FOLD_MIN = 3  # a run of this many identical pairs or more is folded…
 FOLD_CONTEXT = 1  # …but for this many beside each difference
 TOOL_NAMES_SHOWN = 100  # tool names a summary lists (the most called)
+PICK_LIMIT = 20  # conversations the picker lists in each of its lists
 _WIDTH = array("i").itemsize
 
 
@@ -347,9 +348,12 @@ class Fold:
         return self.b_first + self.count - 1
 
 
-def fold(first_row: int, rows: Sequence[Row], same: Sequence[bool]) -> list[Shown | Fold]:
+def fold(
+    first_row: int, rows: Sequence[Row], same: Sequence[bool], *, unfolded: int | None = None
+) -> list[Shown | Fold]:
     """The rows of a page with each run of at least FOLD_MIN identical pairs folded, but for
-    FOLD_CONTEXT of them beside a difference (a page's edges are no difference)."""
+    FOLD_CONTEXT of them beside a difference (a page's edges are no difference); the run
+    holding row `unfolded` is shown whole."""
     out: list[Shown | Fold] = []
     k = 0
     while k < len(rows):
@@ -364,7 +368,8 @@ def fold(first_row: int, rows: Sequence[Row], same: Sequence[bool]) -> list[Show
         lead = FOLD_CONTEXT if k > 0 else 0
         trail = FOLD_CONTEXT if end < len(rows) else 0
         folded = range(k + lead, end - trail)
-        if len(folded) < FOLD_MIN:
+        opened = unfolded is not None and first_row + k <= unfolded < first_row + end
+        if len(folded) < FOLD_MIN or opened:
             folded = range(k, k)
         for i in range(k, end):
             if i == folded.start and len(folded):
@@ -376,6 +381,15 @@ def fold(first_row: int, rows: Sequence[Row], same: Sequence[bool]) -> list[Show
                 out.append(Shown(first_row + i, a_seq, b_seq, True))
         k = end
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class MessageText:
+    """The start of a message's projection as one text, whether it is cut, and its role."""
+
+    role: str
+    text: str
+    cut: bool
 
 
 # Summaries and what changed.

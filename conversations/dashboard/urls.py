@@ -1,10 +1,19 @@
 from django.urls import path
 
-from conversations.dashboard.views import context, conversation, finding, imports, listing, sharing
+from conversations.dashboard.views import (
+    compare,
+    context,
+    conversation,
+    finding,
+    imports,
+    listing,
+    sharing,
+)
 
 urlpatterns = [
     path("", listing.conversation_list, name="conversation-list"),
     path("imports", imports.import_file, name="dashboard-import"),
+    path("compare/", compare.compare_runs, name="compare"),
     path("c/<str:conversation_id>/", conversation.conversation_detail, name="conversation"),
     path(
         "c/<str:conversation_id>/messages",

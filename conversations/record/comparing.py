@@ -22,7 +22,7 @@ from django.db.models import Sum, TextField, Value
 from django.db.models.functions import Substr
 
 from conversations.core import compare, diff, replay
-from conversations.core.compare import PAGE_ROWS, Alignment, Row, Summary
+from conversations.core.compare import PAGE_ROWS, Alignment, MessageText, Row, Summary
 from conversations.core.options import ReplayOptions
 from conversations.record import selectors, token_counts
 from conversations.record.models import Block, Conversation, Message
@@ -61,6 +61,7 @@ class Comparison:
     options: ReplayOptions
     alignment: Alignment
     first_divergence: Row | None
+    first_divergence_row: int | None
     changed: str
     page: int
     first_row: int
@@ -89,8 +90,8 @@ def compared(
     run_a, run_b = _run(a, options, interner), _run(b, options, interner)
     alignment = compare.align(run_a.ids, run_b.ids)
     first = _first_divergence(run_a, run_b, options, alignment)
+    where = alignment.row_of(*first) if first is not None else None
     if page is None:
-        where = alignment.row_of(*first) if first is not None else None
         page = 1 + (where or 0) // PAGE_ROWS
     if page > alignment.pages:
         raise PageError(f"page {page} does not exist; there are {alignment.pages}.")
@@ -105,7 +106,7 @@ def compared(
             shown_swaps.append(swap)
     changed = compare.what_changed(run_a.summary, run_b.summary, first, shown_swaps, total)
     return Comparison(
-        run_a, run_b, options, alignment, first, changed, page, first_row, rows,
+        run_a, run_b, options, alignment, first, where, changed, page, first_row, rows,
         _same(run_a, run_b, options, rows),
     )  # fmt: skip
 
@@ -288,19 +289,9 @@ def _digest_batch(heads: list[tuple[Any, ...]], options: ReplayOptions) -> dict[
 # What the page shows of each message.
 
 
-@dataclass(frozen=True, slots=True)
-class Text:
-    """The start of a message's projection as one text (at most SHOWN_CHARS), whether it
-    is cut, and its role."""
-
-    role: str
-    text: str
-    cut: bool
-
-
 def texts(
     conversation: Conversation, seqs: Iterable[int], options: ReplayOptions
-) -> dict[int, Text]:
+) -> dict[int, MessageText]:
     """The projection of each of these messages as text, cut: the first SHOWN_BLOCKS blocks,
     each text read to SHOWN_CHARS (image data never read)."""
     wanted = sorted(set(seqs))
@@ -337,7 +328,7 @@ def texts(
     )
     cut: set[int] = set()
     for values in rows:
-        block = BlockRow._make(values)
+        block = BlockRow(*values)
         if block.type == "tool_use" and len(block.input_json) > SHOWN_CHARS:
             # A cut input is no JSON: show its start as the projection would.
             block = block._replace(input_json=block.input_json[:SHOWN_CHARS])
@@ -353,7 +344,7 @@ def texts(
         wire = replay.project_message(message, vision=options.vision, shape=options.shape)
         text = diff.content_text(wire)  # an image part named by its media type
         whole = pk not in cut and count <= SHOWN_BLOCKS and len(text) <= SHOWN_CHARS
-        out[seq] = Text(role, text[:SHOWN_CHARS], not whole)
+        out[seq] = MessageText(role, text[:SHOWN_CHARS], not whole)
     return out
 
 
@@ -363,3 +354,27 @@ def run_data(run: RunRead, *, url: str) -> dict[str, Any]:
     return {"id": str(conversation.id), "title": conversation.title, "url": url} | (
         run.summary.as_json()
     )
+
+
+def candidates(
+    conversation: Conversation, q: str
+) -> tuple[list[Conversation], str, list[Conversation] | None]:
+    """What the picker lists: the conversations sharing this one's metadata `source` or
+    else `cwd` (most recent first), what they share, and those a search `q` finds (None
+    without one); at most PICK_LIMIT each. QueryError for a bad `q`."""
+    others = Conversation.objects.exclude(pk=conversation.pk).order_by("-updated_at", "id")
+    nearby: list[Conversation] = []
+    label = ""
+    metadata = conversation.metadata if isinstance(conversation.metadata, dict) else {}
+    for key in ("source", "cwd"):
+        value = metadata.get(key)
+        if isinstance(value, str) and value:
+            nearby = list(others.filter(**{f"metadata__{key}": value})[: compare.PICK_LIMIT])
+            label = f"{key} {value}"
+            break
+    found = None
+    if q.strip():
+        found = list(
+            selectors.conversation_list(q=q).exclude(pk=conversation.pk)[: compare.PICK_LIMIT]
+        )
+    return nearby, label, found
