@@ -9,7 +9,8 @@ a) two 10,000-message runs (tool rounds: call, result, call, result…) with 20 
    in interleaved rounds on one daphne; the paired median ratio, target ≤ 10×. The first,
    cold, comparison (token counts not yet cached) is reported beside it;
 b) two 100,000-message runs that differ in 10 places: the daphne process's peak RSS growth
-   (VmHWM after the first page, reset before it, minus VmRSS before), target ≤ 200 MB.
+   (VmHWM after the first page, reset before it, minus VmRSS before), target ≤ 200 MB,
+   cold (the token counts of both runs made and cached on the way) and warm.
 
 Both on a throwaway SQLite database; the runs are stored in batches through the services.
 """
@@ -198,10 +199,18 @@ def bench_memory(results: Results, server: benchkit.Daphne, token: str, a: Any, 
         peak = peak_rss_mb(pid)
         results.figure("b: first page, cold", round(took, 1), "s",
                        f"{data['total_rows']:,} rows, {data['pages']} pages")  # fmt: skip
-        results.target("b: peak RSS growth", round(peak - before), RSS_TARGET, "MB")
+        # The cold request also fills token_counts' caches (a count for every message and
+        # block of both runs, kept for the next page and the conversation pages): the
+        # warm request's growth is what the comparison itself holds.
+        results.target("b: peak RSS growth, counts cold", round(peak - before), RSS_TARGET,
+                       "MB", "the token counts' caches included")  # fmt: skip
+        reset_peak_rss(pid)
+        before = rss_mb(pid)
         start = time.perf_counter()
         api.get(f"/api/compare?a={a.pk}&b={b.pk}").raise_for_status()
         results.figure("b: first page, warm", round(time.perf_counter() - start, 1), "s")
+        results.target("b: peak RSS growth, counts warm", round(peak_rss_mb(pid) - before),
+                       RSS_TARGET, "MB")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -26,7 +26,13 @@ from conversations.core.compare import PAGE_ROWS, Alignment, MessageText, Row, S
 from conversations.core.options import ReplayOptions
 from conversations.record import selectors, token_counts
 from conversations.record.models import Block, Conversation, Message
-from conversations.record.rows import BlockRow, MessageRow, block_value, stored_messages
+from conversations.record.rows import (
+    BlockRow,
+    MessageRow,
+    block_value,
+    counted_of,
+    stored_messages,
+)
 
 CHUNK = 5_000  # rows a streamed signature read fetches at once
 DIGEST_MESSAGES = 200  # messages whose sizes one digest read looks up at once
@@ -42,12 +48,11 @@ class PageError(ValueError):
 @dataclass(frozen=True, slots=True)
 class RunRead:
     """One run as the comparison reads it: a signature id per message, its tool calls by
-    name, and each message's token count (docs/contract.md §7)."""
+    name, and its summary."""
 
     conversation: Conversation
     ids: array[int]
     tool_calls: Counter[str]
-    tokens: array[int]
     summary: Summary
 
 
@@ -67,17 +72,14 @@ class Comparison:
     first_row: int
     rows: list[Row]
     same: list[bool]
+    tokens: list[tuple[int | None, int | None]]  # each row's messages' §7 counts
 
     def row_data(self) -> list[dict[str, Any]]:
         return [
-            {
-                "a_seq": a_seq,
-                "b_seq": b_seq,
-                "same": same,
-                "tokens_a": None if a_seq is None else self.a.tokens[a_seq],
-                "tokens_b": None if b_seq is None else self.b.tokens[b_seq],
-            }
-            for (a_seq, b_seq), same in zip(self.rows, self.same, strict=True)
+            {"a_seq": a_seq, "b_seq": b_seq, "same": same, "tokens_a": ta, "tokens_b": tb}
+            for (a_seq, b_seq), same, (ta, tb) in zip(
+                self.rows, self.same, self.tokens, strict=True
+            )
         ]
 
 
@@ -105,17 +107,17 @@ def compared(
         if len(shown_swaps) < 3:
             shown_swaps.append(swap)
     changed = compare.what_changed(run_a.summary, run_b.summary, first, shown_swaps, total)
+    same, tokens = _same(run_a, run_b, options, rows)
     return Comparison(
         run_a, run_b, options, alignment, first, where, changed, page, first_row, rows,
-        _same(run_a, run_b, options, rows),
+        same, tokens,
     )  # fmt: skip
 
 
 def _run(conversation: Conversation, options: ReplayOptions, interner: compare.Interner) -> RunRead:
     pressure = token_counts.pressure(conversation, options)
-    tokens = array("l", (c.count.tokens for c in pressure.messages))
-    ids, tool_calls = _signatures(conversation, interner, limit=len(tokens))
-    del tokens[len(ids) :]  # a message appended between the two reads is not compared
+    # The messages the conversation's row counts: one appended meanwhile is not compared.
+    ids, tool_calls = _signatures(conversation, interner, limit=conversation.message_count)
     first, last = _moments(conversation, len(ids))
     summary = Summary(
         messages=len(ids),
@@ -124,7 +126,21 @@ def _run(conversation: Conversation, options: ReplayOptions, interner: compare.I
         errors=conversation.error_count,
         duration_s=compare.duration(first, last),
     )
-    return RunRead(conversation, ids, tool_calls, tokens, summary)
+    return RunRead(conversation, ids, tool_calls, summary)
+
+
+def _message_tokens(
+    conversation: Conversation, options: ReplayOptions, seqs: Sequence[int]
+) -> dict[int, int]:
+    """The §7 count of each message at `seqs` (a page's worth), from the conversation's
+    pressure (cached per record state, so every page after the first reads no count)."""
+    pressure = token_counts.pressure(conversation, options)
+    out = {}
+    for seq in seqs:
+        counted = counted_of(pressure, seq)
+        if counted is not None:
+            out[seq] = counted.count.tokens
+    return out
 
 
 def _signatures(
@@ -184,7 +200,7 @@ def _first_divergence(
     b_first: int | None = None
     for start in range(0, alignment.total_rows, PAGE_ROWS):
         rows = alignment.rows(start, start + PAGE_ROWS)
-        same = _same(a, b, options, rows)
+        same, _tokens = _same(a, b, options, rows)
         for (a_seq, b_seq), is_same in zip(rows, same, strict=True):
             if is_same:
                 continue
@@ -204,16 +220,25 @@ def _same(
     b: RunRead,
     options: ReplayOptions,
     rows: Sequence[Row],
-) -> list[bool]:
-    """Whether each row is a pair with equal projections. Pairs whose token counts differ
-    are not read; the others are compared by digest."""
+) -> tuple[list[bool], list[tuple[int | None, int | None]]]:
+    """Whether each row is a pair with equal projections, and its messages' counts. Pairs
+    whose counts differ are not read; the others are compared by digest."""
+    a_tokens = _message_tokens(a.conversation, options, [r[0] for r in rows if r[0] is not None])
+    b_tokens = _message_tokens(b.conversation, options, [r[1] for r in rows if r[1] is not None])
+    tokens = [
+        (
+            None if a_seq is None else a_tokens.get(a_seq),
+            None if b_seq is None else b_tokens.get(b_seq),
+        )
+        for a_seq, b_seq in rows
+    ]
     candidates = [
         (a_seq, b_seq)
-        for a_seq, b_seq in rows
-        if a_seq is not None and b_seq is not None and a.tokens[a_seq] == b.tokens[b_seq]
+        for (a_seq, b_seq), (ta, tb) in zip(rows, tokens, strict=True)
+        if a_seq is not None and b_seq is not None and ta is not None and ta == tb
     ]
     if not candidates:
-        return [False] * len(rows)
+        return [False] * len(rows), tokens
     a_digests = _digests(a.conversation, [p[0] for p in candidates], options)
     b_digests = _digests(b.conversation, [p[1] for p in candidates], options)
     out = []
@@ -223,7 +248,7 @@ def _same(
             continue
         found = a_digests.get(a_seq)
         out.append(found is not None and found == b_digests.get(b_seq))
-    return out
+    return out, tokens
 
 
 def _digests(

@@ -77,13 +77,7 @@ def compare_runs(request: HttpRequest, *, vision: bool, shape: replay.Shape) -> 
         comparing.texts(a, (i.a_seq for i in shown if i.a_seq is not None), options),
         comparing.texts(b, (i.b_seq for i in shown if i.b_seq is not None), options),
     )
-    tokens = {
-        found.first_row + k: (
-            None if a_seq is None else found.a.tokens[a_seq],
-            None if b_seq is None else found.b.tokens[b_seq],
-        )
-        for k, (a_seq, b_seq) in enumerate(found.rows)
-    }
+    tokens = {found.first_row + k: pair for k, pair in enumerate(found.tokens)}
     read = presenter.CompareRead(
         a=a, b=b, options=options, summaries=(found.a.summary, found.b.summary),
         first_divergence=found.first_divergence,
