@@ -266,3 +266,28 @@ def test_two_real_claude_code_sessions(api: ApiClient) -> None:
     itself = api.get(COMPARE, a=a, b=a).json()
     assert itself["first_divergence"] is None
     assert all(r["same"] for r in itself["rows"])
+
+
+@pytest.mark.sqlite
+def test_a_comparison_follows_appends_and_pages_align_once(api: ApiClient) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    messages = [("user", [text(f"q{i}")]) for i in range(700)]
+    a, b = run(*messages), run(*messages)
+    assert compare(api, a, b)["first_divergence"] is None
+    with CaptureQueriesContext(connection) as second_page:
+        assert compare(api, a, b, page="2")["page"] == 2
+    # The alignment is kept: page 2 reads its own rows, not both runs' signatures again.
+    block = '"conversations_block".'
+    signatures = [
+        q for q in second_page if f"{block}\"type\"" in q["sql"] and f"{block}\"text\"" not in q["sql"]
+    ]  # fmt: skip
+    assert signatures == []
+    services.messages_append(
+        conversation=b, messages=[MessageIn(role="assistant", blocks=[text("new")])]
+    )
+    b.refresh_from_db()
+    data = compare(api, a, b, page="2")
+    assert data["first_divergence"] == {"a_seq": None, "b_seq": 700}
+    assert pairs(data)[-1] == (None, 700, False)

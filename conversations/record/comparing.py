@@ -10,8 +10,9 @@ counts are equal (unequal counts are unequal projections); a page holds PAGE_ROW
 from __future__ import annotations
 
 import hashlib
+import threading
 from array import array
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -88,17 +89,59 @@ def compared(
 ) -> Comparison:
     """Align `a` and `b` and read page `page` (from 1) of the rows; None: the page holding
     the first divergence (page 1 when there is none). PageError past the last page."""
-    interner = compare.Interner()
-    run_a, run_b = _run(a, options, interner), _run(b, options, interner)
-    alignment = compare.align(run_a.ids, run_b.ids)
-    first = _first_divergence(run_a, run_b, options, alignment)
-    where = alignment.row_of(*first) if first is not None else None
+    whole = _whole(a, b, options)
+    alignment, where = whole.alignment, whole.first_divergence_row
     if page is None:
         page = 1 + (where or 0) // PAGE_ROWS
     if page > alignment.pages:
         raise PageError(f"page {page} does not exist; there are {alignment.pages}.")
     first_row = (page - 1) * PAGE_ROWS
     rows = alignment.rows(first_row, first_row + PAGE_ROWS)
+    same, tokens = _same(whole.a, whole.b, options, rows)
+    return Comparison(
+        whole.a, whole.b, options, alignment, whole.first_divergence, where, whole.changed,
+        page, first_row, rows, same, tokens,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class _Whole:
+    """What every page of one comparison shares."""
+
+    a: RunRead
+    b: RunRead
+    alignment: Alignment
+    first_divergence: Row | None
+    first_divergence_row: int | None
+    changed: str
+
+
+WHOLES_KEPT = 8  # comparisons kept in-process (each about 16 bytes a message)
+_wholes: OrderedDict[tuple[Any, ...], _Whole] = OrderedDict()
+_wholes_lock = threading.Lock()
+
+
+def _state(conversation: Conversation) -> tuple[Any, ...]:
+    # Append-only: the counts name the record's state; `updated_at` also moves when its
+    # window or model is set (which the next request's size depends on).
+    c = conversation
+    return (c.id, c.message_count, c.block_count, c.updated_at)
+
+
+def _whole(a: Conversation, b: Conversation, options: ReplayOptions) -> _Whole:
+    """The alignment, the summaries, the first divergence and what changed: kept for the
+    records' states, so paging through a comparison aligns it once."""
+    key = (_state(a), _state(b), options)
+    with _wholes_lock:
+        found = _wholes.get(key)
+        if found is not None:
+            _wholes.move_to_end(key)
+            return found
+    interner = compare.Interner()
+    run_a, run_b = _run(a, options, interner), _run(b, options, interner)
+    alignment = compare.align(run_a.ids, run_b.ids)
+    first = _first_divergence(run_a, run_b, options, alignment)
+    where = alignment.row_of(*first) if first is not None else None
     swaps = compare.substitutions(alignment, run_a.ids, run_b.ids, interner.signatures)
     shown_swaps: list[tuple[int, int, tuple[str, ...], tuple[str, ...]]] = []
     total = 0
@@ -107,11 +150,12 @@ def compared(
         if len(shown_swaps) < 3:
             shown_swaps.append(swap)
     changed = compare.what_changed(run_a.summary, run_b.summary, first, shown_swaps, total)
-    same, tokens = _same(run_a, run_b, options, rows)
-    return Comparison(
-        run_a, run_b, options, alignment, first, where, changed, page, first_row, rows,
-        same, tokens,
-    )  # fmt: skip
+    whole = _Whole(run_a, run_b, alignment, first, where, changed)
+    with _wholes_lock:
+        _wholes[key] = whole
+        while len(_wholes) > WHOLES_KEPT:
+            _wholes.popitem(last=False)
+    return whole
 
 
 def _run(conversation: Conversation, options: ReplayOptions, interner: compare.Interner) -> RunRead:
