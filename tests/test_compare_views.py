@@ -51,6 +51,7 @@ def test_unchanged_runs_are_folded_and_open_on_demand(operator_client: Client) -
     a, b = run(*messages), run(*changed)
     html = page(operator_client, a, b).content.decode()
     assert "24 identical messages" in html
+    assert f'<a href="/c/{a.id}/#m-0">A #0–#23</a>' in html  # a fold links to its start
     assert "3 identical messages" in html  # the tail, past one row of context
     assert html.count('class="compare-row') == 3  # the change and one row either side
     opened = page(operator_client, a, b, open="0").content.decode()

@@ -62,6 +62,8 @@ class RowView:
     fold_label: str = ""
     fold_a: str = ""
     fold_b: str = ""
+    fold_a_url: str = ""
+    fold_b_url: str = ""
     open_url: str = ""
 
 
@@ -132,6 +134,8 @@ def _fold_view(read: CompareRead, item: Fold, here: dict[str, object]) -> RowVie
         fold_label=f"{item.count:,} identical {noun}",
         fold_a=f"A #{item.a_first}–#{item.a_last}",
         fold_b=f"B #{item.b_first}–#{item.b_last}",
+        fold_a_url=_message_url(read.a, item.a_first),
+        fold_b_url=_message_url(read.b, item.b_first),
         open_url=reverse("compare") + query(**(here | {"open": item.row})) + f"#row-{item.row}",
     )
 
