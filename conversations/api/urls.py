@@ -54,4 +54,5 @@ urlpatterns = [
         name="api-notes",
     ),
     path("api/notes/<str:note_id>", views.note, name="api-note"),
+    path("api/compare", views.compare, name="api-compare"),
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import uuid
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -22,7 +23,7 @@ from conversations.core.compact import Policy
 from conversations.core.list_status import ListFilters
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.core.search import QueryError
-from conversations.record import note_reads, selectors, services, shapes, token_counts
+from conversations.record import comparing, note_reads, selectors, services, shapes, token_counts
 from conversations.record.models import Conversation
 from conversations.record.schemas import (
     BLOCK_ADAPTER,
@@ -74,7 +75,9 @@ def _page_number(request: HttpRequest, name: str, default: int, maximum: int | N
     if value == "":
         return default
     if not re.fullmatch(r"[1-9][0-9]{0,8}", value):
-        raise ApiError(400, f"{name} must be a whole number from 1, not {value[:40]!r}.")
+        raise ApiError(
+            400, f"{name} must be a whole number from 1, not {value[:40]!r}.", field=name
+        )
     return min(int(value), maximum) if maximum else int(value)
 
 
@@ -410,3 +413,54 @@ def note(request: HttpRequest, note_id: str) -> HttpResponse:
         raise ApiError(400, "Send text and/or labels to change.", field="body")
     edited = services.note_edit(note=found, text=data.text, labels=data.labels)
     return json_response(shapes.note_data(note_reads.value(edited)))
+
+
+def _compared_conversation(request: HttpRequest, field: str) -> Conversation:
+    """`?a=` or `?b=`: a stored conversation's id (400 when missing or malformed, 404 when
+    unknown; both name the field)."""
+    value = request.GET.get(field, "").strip()
+    if not value:
+        raise ApiError(400, f"{field} is required: the id of a conversation.", field=field)
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        raise ApiError(400, f"{field} must be a conversation id (a UUID).", field=field) from None
+    found = selectors.conversation_get(value)
+    if found is None:
+        raise ApiError(404, f"Conversation {field} ({value}) was not found.", field=field)
+    return found
+
+
+@api("GET")
+def compare(request: HttpRequest) -> HttpResponse:
+    """Two runs aligned message by message (docs/contract.md §9): summaries, the first
+    divergence and one page of rows (at most 500)."""
+    a = _compared_conversation(request, "a")
+    b = _compared_conversation(request, "b")
+    options = replay_options(request)
+    number = _page_number(request, "page", 1, None)
+    try:
+        found = comparing.compared(a, b, options, page=number)
+    except comparing.PageError as exc:
+        raise ApiError(404, str(exc), field="page") from None
+
+    def link(n: int) -> str:
+        query = request.GET.copy()
+        query["page"] = str(n)
+        return request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
+
+    first = found.first_divergence
+    return json_response(
+        {
+            "a": comparing.run_data(found.a, url=_url(request, a)),
+            "b": comparing.run_data(found.b, url=_url(request, b)),
+            "first_divergence": None if first is None else {"a_seq": first[0], "b_seq": first[1]},
+            "changed": found.changed,
+            "minimal": found.alignment.minimal,
+            "total_rows": found.alignment.total_rows,
+            "rows": found.row_data(),
+            "page": found.page,
+            "pages": found.alignment.pages,
+            "next": link(found.page + 1) if found.page < found.alignment.pages else None,
+        }
+    )

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from conversations.dashboard.views import (
+    compare,
     context,
     conversation,
     finding,
@@ -13,6 +14,7 @@ from conversations.dashboard.views import (
 urlpatterns = [
     path("", listing.conversation_list, name="conversation-list"),
     path("imports", imports.import_file, name="dashboard-import"),
+    path("compare/", compare.compare_runs, name="compare"),
     path("c/<str:conversation_id>/", conversation.conversation_detail, name="conversation"),
     path(
         "c/<str:conversation_id>/messages",
