@@ -1,6 +1,6 @@
 from django.urls import path
 
-from conversations.api import otlp, views
+from conversations.api import alerts, otlp, views
 
 urlpatterns = [
     path("api/imports", views.imports, name="api-imports"),
@@ -43,4 +43,6 @@ urlpatterns = [
         name="api-shares",
     ),
     path("api/shares/<int:share_id>", views.share, name="api-share"),
+    path("api/alert-rules", alerts.alert_rules, name="api-alert-rules"),
+    path("api/alert-rules/<int:rule_id>", alerts.alert_rule, name="api-alert-rule"),
 ]

@@ -21,7 +21,7 @@ from conversations.core.compact import Policy
 from conversations.core.list_status import ListFilters
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.core.search import QueryError
-from conversations.record import selectors, services, shapes, token_counts
+from conversations.record import alert_reads, selectors, services, shapes, token_counts
 from conversations.record.models import Conversation
 from conversations.record.schemas import (
     BLOCK_ADAPTER,
@@ -96,6 +96,8 @@ def conversations(request: HttpRequest) -> HttpResponse:
         found = selectors.conversation_list(
             q=q, has_errors=filters.has_errors, unanswered=filters.unanswered
         )
+        if filters.alerts_open:
+            found = alert_reads.with_open_alerts(found)
     except QueryError as exc:
         raise ApiError(400, exc.message, field=exc.field) from None
     paginator = Paginator(found, page_size)

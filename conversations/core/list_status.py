@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from conversations.core.blocks import BlockKind
-from conversations.core.options import flag
+from conversations.core.options import OptionError, flag
 
 # Where provenance names the model: imports and the API's `metadata` (`model`), OpenTelemetry
 # GenAI attributes (the response's model before the request's).
@@ -64,17 +64,23 @@ class ListFilters:
 
     has_errors: bool = False
     unanswered: bool = False
+    alerts_open: bool = False  # `?alerts=open` (docs/contract.md §11)
 
     @classmethod
     def from_query(cls, query: Mapping[str, str]) -> ListFilters:
+        alerts = query.get("alerts", "")
+        if alerts not in {"", "open"}:
+            raise OptionError("alerts", f"alerts must be 'open' or empty, not {alerts[:40]!r}.")
         return cls(
             has_errors=flag(query, "has_errors", False),
             unanswered=flag(query, "unanswered", False),
+            alerts_open=alerts == "open",
         )
 
     def query(self) -> dict[str, str]:
         """The query parameters of the filters that are on."""
-        return {name: "1" for name in ("has_errors", "unanswered") if getattr(self, name)}
+        on = {name: "1" for name in ("has_errors", "unanswered") if getattr(self, name)}
+        return on | ({"alerts": "open"} if self.alerts_open else {})
 
     def __bool__(self) -> bool:
-        return self.has_errors or self.unanswered
+        return self.has_errors or self.unanswered or self.alerts_open

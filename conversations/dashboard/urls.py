@@ -1,6 +1,14 @@
 from django.urls import path
 
-from conversations.dashboard.views import context, conversation, finding, imports, listing, sharing
+from conversations.dashboard.views import (
+    alerts,
+    context,
+    conversation,
+    finding,
+    imports,
+    listing,
+    sharing,
+)
 
 urlpatterns = [
     path("", listing.conversation_list, name="conversation-list"),
@@ -55,5 +63,10 @@ urlpatterns = [
         "c/<str:conversation_id>/shares/<int:share_id>/revoke",
         sharing.share_revoke,
         name="share-revoke",
+    ),
+    path(
+        "c/<str:conversation_id>/alerts/<int:alert_id>/acknowledge",
+        alerts.alert_acknowledge,
+        name="alert-acknowledge",
     ),
 ]

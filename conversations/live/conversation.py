@@ -128,6 +128,11 @@ class ConversationConsumer(Watcher):
     async def conversation_deleted(self, event: events.ConversationDeleted) -> None:
         await self.shut(NOT_FOUND)
 
+    async def conversation_alerts_changed(self, event: events.AlertsChanged) -> None:
+        """An alert fired or was acknowledged: the header's alerts, rendered again."""
+        html = await database_sync_to_async(fragments.alerts_html)(self.conversation_id)
+        await self.send(text_data=html)
+
     async def changed(self, *positions: tuple[int, int]) -> None:
         """Messages now end at these (seq, block count) positions, in seq order."""
         async with self.lock:

@@ -17,7 +17,8 @@ from django.utils import timezone
 from conversations.core import page_windows, replay
 from conversations.core.options import ReplayOptions
 from conversations.dashboard import presenters, share_pages
-from conversations.record import selectors, services, token_counts
+from conversations.dashboard.presenters import alerts as alerts_presenter
+from conversations.record import alert_reads, selectors, services, token_counts
 from conversations.record.models import ShareLink
 
 
@@ -133,7 +134,11 @@ def rows_since(since: datetime) -> str:
     changed = list(selectors.conversation_list().filter(updated_at__gt=since)[:LIST_ROWS])
     return "".join(
         render_to_string("conversations/list.html#row", {"row": row})
-        for row in reversed(presenters.conversation_rows(changed))
+        for row in reversed(
+            presenters.conversation_rows(
+                changed, alerts=alert_reads.open_alert_counts(c.pk for c in changed)
+            )
+        )
     )
 
 
@@ -142,7 +147,9 @@ def row_html(conversation_id: str) -> str:
     conversation = selectors.conversation_get(conversation_id)
     if conversation is None:
         return ""
-    (row,) = presenters.conversation_rows([conversation])
+    (row,) = presenters.conversation_rows(
+        [conversation], alerts=alert_reads.open_alert_counts([conversation.pk])
+    )
     return render_to_string("conversations/list.html#row", {"row": row})
 
 
@@ -166,3 +173,10 @@ def share_state(share_id: int) -> str:
 def share_notice(state: str) -> str:
     """The share page's notice, saying the link is gone and the page no longer updates."""
     return render_to_string("conversations/detail.html#share_notice", {"share_state": state})
+
+
+def alerts_html(conversation_id: str) -> str:
+    """The conversation header's open alerts (docs/contract.md §11), as the page renders them."""
+    found, total = alert_reads.open_alerts(conversation_id)
+    panel = alerts_presenter.alerts_panel(conversation_id, found, total)
+    return render_to_string("conversations/alerts.html#alerts", {"alerts": panel})

@@ -78,6 +78,16 @@ class Changed(TypedDict):
     positions: list[list[int]]
 
 
+class AlertsChanged(TypedDict):
+    """An alert of the conversation fired, was acknowledged or went with its rule
+    (docs/contract.md §11): its badges are rendered again."""
+
+    type: Literal["conversation.alerts_changed"]
+    conversation_id: str
+    alert_id: int
+    change: Literal["fired", "acknowledged", "deleted"]
+
+
 class ConversationDeleted(TypedDict):
     type: Literal["conversation.deleted"]
     conversation_id: str
@@ -108,7 +118,7 @@ class ShareRevoked(TypedDict):
 
 # What the conversation's group and the list group hear (services publish all but Changed).
 ConversationEvent: TypeAlias = (
-    ConversationCreated | MessageAdded | BlockAdded | Changed | ConversationDeleted
+    ConversationCreated | MessageAdded | BlockAdded | Changed | ConversationDeleted | AlertsChanged
 )
 # Every event on the layer; tests/test_events.py checks each one's shape and handlers.
 Event: TypeAlias = ConversationEvent | LoggedOut | AccessChanged | ShareRevoked

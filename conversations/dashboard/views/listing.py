@@ -21,7 +21,7 @@ from conversations.dashboard.views.common import (
     bad_request,
     operator_required,
 )
-from conversations.record import selectors
+from conversations.record import alert_reads, selectors
 from conversations.record.models import Conversation
 
 PER_PAGE = 25
@@ -43,6 +43,8 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
         found = selectors.conversation_list(
             q=q, has_errors=filters.has_errors, unanswered=filters.unanswered
         )
+        if filters.alerts_open:
+            found = alert_reads.with_open_alerts(found)
     except QueryError as exc:
         found, error = Conversation.objects.none(), exc.message
     page = Paginator(found, PER_PAGE).get_page(request.GET.get("page"))
@@ -56,7 +58,11 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
         "empty": presenters.list_empty(q=q, filters=filters),
         "error": error,
         "max_query": MAX_QUERY_CHARS,
-        "rows": presenters.conversation_rows(conversations, hits=hits),
+        "rows": presenters.conversation_rows(
+            conversations,
+            hits=hits,
+            alerts=alert_reads.open_alert_counts(c.pk for c in conversations),
+        ),
         # Only the first page of everything moves with live activity: a row that arrives
         # live is not checked against a search or a filter.
         "live": page.number == 1 and not q and not filters,

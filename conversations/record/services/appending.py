@@ -24,6 +24,7 @@ from conversations.record.schemas import (
     ToolUseIn,
     image_size,
 )
+from conversations.record.services.alerts import alerts_on_commit
 from conversations.record.services.conversations import _lock
 from conversations.record.services.errors import IngestError
 from conversations.record.services.inserts import _bulk_insert
@@ -131,6 +132,7 @@ def _append(
         conversation.model = model
         last = stored[-1]
         transaction.on_commit(lambda: metrics.ingested(messages=len(stored), blocks=added_blocks))
+        alerts_on_commit(locked.id, first_seq=first, errors=errors)
         events.publish_on_commit(
             {
                 "type": "conversation.message_added",
@@ -165,6 +167,7 @@ def block_append(*, message: Message, block: BlockIn) -> Block:
         _touch(locked, **changes)
         message.block_count = current.block_count + 1
         transaction.on_commit(lambda: metrics.ingested(blocks=1))
+        alerts_on_commit(locked.id, first_seq=current.seq, errors=int(row.is_error))
         events.publish_on_commit(
             {
                 "type": "conversation.block_added",
