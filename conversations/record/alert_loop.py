@@ -169,6 +169,11 @@ _loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AlertLoop] = (
 )
 
 
+def started(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether this event loop runs an alert loop (the server started it)."""
+    return loop in _loops
+
+
 def running(loop: asyncio.AbstractEventLoop) -> AlertLoop:
     """This event loop's alert loop, started on first use (call on the loop)."""
     found = _loops.get(loop)

@@ -188,15 +188,16 @@ class Change:
 
 def alerts_on_commit(conversation_id: uuid.UUID | str, *, first_seq: int, errors: int) -> None:
     """The append paths' one call: once this transaction commits, the conversation's rules
-    are evaluated (in a server by its alert loop, off the request; elsewhere at once)."""
+    are evaluated (in a server by its alert loop, off the request; elsewhere, or in a
+    server whose alert loop did not start, at once after the commit)."""
     transaction.on_commit(partial(_committed, Change(str(conversation_id), first_seq, errors)))
 
 
 def _committed(change: Change) -> None:
-    loop = server_loop()
-    if loop is not None:
-        from conversations.record import alert_loop  # the loop's side imports this module
+    from conversations.record import alert_loop  # the loop's side imports this module
 
+    loop = server_loop()
+    if loop is not None and alert_loop.started(loop):
         loop.call_soon_threadsafe(alert_loop.submit, loop, change)
         return
     try:
@@ -386,8 +387,8 @@ def webhook_body(alert: Alert, rule: AlertRule, conversation: Conversation) -> b
 
 
 def _wake_sender() -> None:
-    loop = server_loop()
-    if loop is not None:
-        from conversations.record import alert_loop
+    from conversations.record import alert_loop
 
+    loop = server_loop()
+    if loop is not None and alert_loop.started(loop):
         loop.call_soon_threadsafe(alert_loop.wake, loop)

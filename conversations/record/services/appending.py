@@ -132,7 +132,6 @@ def _append(
         conversation.model = model
         last = stored[-1]
         transaction.on_commit(lambda: metrics.ingested(messages=len(stored), blocks=added_blocks))
-        alerts_on_commit(locked.id, first_seq=first, errors=errors)
         events.publish_on_commit(
             {
                 "type": "conversation.message_added",
@@ -141,6 +140,7 @@ def _append(
                 "block_count": last.block_count,
             }
         )
+        alerts_on_commit(locked.id, first_seq=first, errors=errors)
     return list(zip(stored, rows, strict=True))
 
 
@@ -167,7 +167,6 @@ def block_append(*, message: Message, block: BlockIn) -> Block:
         _touch(locked, **changes)
         message.block_count = current.block_count + 1
         transaction.on_commit(lambda: metrics.ingested(blocks=1))
-        alerts_on_commit(locked.id, first_seq=current.seq, errors=int(row.is_error))
         events.publish_on_commit(
             {
                 "type": "conversation.block_added",
@@ -176,6 +175,7 @@ def block_append(*, message: Message, block: BlockIn) -> Block:
                 "block_seq": row.seq,
             }
         )
+        alerts_on_commit(locked.id, first_seq=current.seq, errors=int(row.is_error))
     return row
 
 
