@@ -17,6 +17,7 @@ import sys
 import time
 import weakref
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
 
@@ -32,6 +33,13 @@ from conversations.record.services import alerts, webhooks
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 USER_AGENT = "Replay-Webhooks/1"
+# Appends of one conversation within this many seconds are evaluated once, together: a busy
+# agent costs its conversation's rules a few evaluations a second, not one per append.
+EVALUATE_GATHER = 0.25
+ATTEMPTS_PER_SECOND = 10  # per process, on average over a batch
+# A conversation's `pressure` rules are evaluated at most this often (their figure is
+# counted over the conversation until the per-message figures kept at ingest replace it).
+PRESSURE_EVERY = 2.0
 
 
 async def in_thread(function: Callable[[], T]) -> T:
@@ -52,7 +60,12 @@ class AlertLoop:
     """One server event loop's evaluator and sender."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
         self.waiting: dict[str, alerts.Change] = {}
+        # Pressure, at most every PRESSURE_EVERY seconds per conversation: when each was
+        # last evaluated, and the conversations whose evaluation waits for its turn.
+        self.pressure_at: dict[str, float] = {}
+        self.pressure_later: set[str] = set()
         self.evaluate_soon = asyncio.Event()
         self.send_soon = asyncio.Event()
         self.tasks = (loop.create_task(self.evaluator()), loop.create_task(self.sender()))
@@ -62,12 +75,38 @@ class AlertLoop:
         self.waiting[change.conversation_id] = held.merged(change) if held else change
         self.evaluate_soon.set()
 
+    def take(self) -> list[alerts.Change]:
+        """The changes to evaluate now: every waiting one (its pressure only when its turn
+        has come; else later), and the deferred pressure checks whose turn has come."""
+        now = self.loop.time()
+        waiting, self.waiting = self.waiting, {}
+        taken: list[alerts.Change] = []
+        for cid, change in waiting.items():
+            due = now - self.pressure_at.get(cid, -PRESSURE_EVERY) >= PRESSURE_EVERY
+            if due:
+                self.pressure_at[cid] = now
+                self.pressure_later.discard(cid)
+            else:
+                self.pressure_later.add(cid)
+            taken.append(replace(change, pressure=due))
+        for cid in list(self.pressure_later):
+            if now - self.pressure_at.get(cid, -PRESSURE_EVERY) >= PRESSURE_EVERY:
+                self.pressure_at[cid] = now
+                self.pressure_later.discard(cid)
+                taken.append(alerts.Change(cid, 0, 0, pressure=True, others=False))
+        for cid, at in list(self.pressure_at.items()):  # bounded by the recently active
+            if now - at >= PRESSURE_EVERY and cid not in self.pressure_later:
+                del self.pressure_at[cid]
+        return taken
+
     async def evaluator(self) -> None:
         while True:
-            await _wait(self.evaluate_soon, settings.REPLAY_ALERT_TICK_SECONDS)
-            changes, self.waiting = self.waiting, {}
+            timeout = PRESSURE_EVERY if self.pressure_later else settings.REPLAY_ALERT_TICK_SECONDS
+            await _wait(self.evaluate_soon, min(timeout, settings.REPLAY_ALERT_TICK_SECONDS))
+            await asyncio.sleep(EVALUATE_GATHER)  # what the next moment appends comes along
+            changes = self.take()
             try:
-                await in_thread(partial(_evaluate, list(changes.values())))
+                await in_thread(partial(_evaluate, changes))
             except Exception:
                 log.exception("could not evaluate alerts")
 
@@ -94,10 +133,21 @@ def client() -> httpx2.AsyncClient:
 
 
 async def deliver_due(http: httpx2.AsyncClient) -> int:
-    """Claim the due deliveries (one batch) and attempt them together; how many."""
+    """Claim the due deliveries (one batch), attempt them together, record how each went
+    in one transaction; how many. At most ATTEMPTS_PER_SECOND on average: a receiver that
+    is down with many deliveries waiting takes little from the requests served meanwhile."""
+    started = time.monotonic()
     claimed = await in_thread(webhooks.deliveries_claim)
-    if claimed:
-        await asyncio.gather(*(attempt(http, c) for c in claimed))
+    if not claimed:
+        return 0
+    outcomes = await asyncio.gather(*(attempt(http, c) for c in claimed))
+    try:
+        await in_thread(partial(webhooks.deliveries_attempted, outcomes))
+    except Exception:
+        log.exception("could not record %d webhook attempts", len(outcomes))
+    pause = len(claimed) / ATTEMPTS_PER_SECOND - (time.monotonic() - started)
+    if pause > 0:
+        await asyncio.sleep(pause)
     return len(claimed)
 
 
@@ -119,24 +169,15 @@ async def _wait(event: asyncio.Event, seconds: float) -> None:
     event.clear()
 
 
-async def attempt(client: httpx2.AsyncClient, claimed: webhooks.Claimed) -> None:
-    """POST one delivery and record how it went (never raises: the loop goes on)."""
+async def attempt(http: httpx2.AsyncClient, claimed: webhooks.Claimed) -> webhooks.Outcome:
+    """POST one delivery; how it went (never raises)."""
     at = timezone.now()
     started = time.monotonic()
-    status, error = await post(client, claimed)
+    status, error = await post(http, claimed)
     duration = int((time.monotonic() - started) * 1000)
     if error:
-        log.warning(
-            "webhook delivery %s attempt %d: %s", claimed.delivery_id, claimed.number, error
-        )
-    try:
-        await in_thread(
-            lambda: webhooks.delivery_attempted(
-                claimed=claimed, at=at, status_code=status, error=error, duration_ms=duration
-            )
-        )
-    except Exception:
-        log.exception("could not record webhook delivery %s", claimed.delivery_id)
+        log.info("webhook delivery %s attempt %d: %s", claimed.delivery_id, claimed.number, error)
+    return webhooks.Outcome(claimed, at, status, error, duration)
 
 
 async def post(client: httpx2.AsyncClient, claimed: webhooks.Claimed) -> tuple[int | None, str]:

@@ -75,8 +75,9 @@ from conversations.record.services.sharing import (
 )
 from conversations.record.services.webhooks import (
     Claimed,
+    Outcome,
+    deliveries_attempted,
     deliveries_claim,
-    delivery_attempted,
     delivery_redeliver,
 )
 
@@ -129,7 +130,8 @@ __all__ = [
     "alerts_due",
     "alerts_evaluate",
     "alerts_on_commit",
+    "Outcome",
+    "deliveries_attempted",
     "deliveries_claim",
-    "delivery_attempted",
     "delivery_redeliver",
 ]

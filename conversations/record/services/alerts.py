@@ -172,17 +172,24 @@ def _announce(
 @dataclass(frozen=True, slots=True)
 class Change:
     """What one or more commits appended to a conversation: from message `first_seq`, with
-    `errors` new error results (merged when the alert loop has several waiting)."""
+    `errors` new error results (merged when the alert loop has several waiting).
+    `pressure`: whether `pressure` rules are evaluated now (the alert loop evaluates them
+    at most every few seconds per conversation: their figure is the dear one); `others`:
+    whether the other kinds are (not when only a deferred pressure check is due)."""
 
     conversation_id: str
     first_seq: int
     errors: int
+    pressure: bool = True
+    others: bool = True
 
     def merged(self, other: Change) -> Change:
         return Change(
             self.conversation_id,
             min(self.first_seq, other.first_seq),
             self.errors + other.errors,
+            self.pressure or other.pressure,
+            self.others or other.others,
         )
 
 
@@ -216,21 +223,47 @@ def next_request_figure(conversation: Conversation) -> tuple[int, int | None]:
     return p.headline.next.tokens, p.window.tokens
 
 
+@dataclass(slots=True)
+class State:
+    """What evaluation reads of one conversation's alert state, in two queries whatever
+    the number of rules: the rules with a running episode, and the `unanswered` clocks."""
+
+    running: set[int]
+    timers: dict[int, int]  # rule → the seq its clock started at
+
+
 def alerts_evaluate(change: Change) -> int:
-    """Evaluate every rule watching the conversation after `change`; the number fired."""
-    rules = list(AlertRule.objects.all()[:MAX_RULES])
+    """Evaluate every rule watching the conversation after `change`; the number fired.
+
+    Reads the rules, the conversation's row and its alert state: nothing that
+    grows with the conversation, but for `pressure`'s figure (`next_request_figure`)."""
+    rules = list(AlertRule.objects.order_by("id")[:MAX_RULES])  # a small table, read whole
     if not rules:
         return 0
     conversation = Conversation.objects.filter(pk=change.conversation_id).first()
-    if conversation is None:
+    if conversation is None or conversation.message_count == 0:
         return 0
+    watching = [
+        r for r in rules if core.matches(r.match, conversation.title, conversation.metadata)
+    ]
+    if not watching:
+        return 0
+    state = State(
+        set(
+            Alert.objects.filter(conversation=conversation, ended_at__isnull=True).values_list(
+                "rule_id", flat=True
+            )
+        ),
+        dict(AlertTimer.objects.filter(conversation=conversation).values_list("rule_id", "seq"))
+        if any(r.kind == "unanswered" for r in watching)
+        else {},
+    )
     fired = 0
     figure: tuple[int, int | None] | None = None
     now = timezone.now()
     last = conversation.message_count - 1
-    for rule in rules:
-        if last < 0 or not core.matches(rule.match, conversation.title, conversation.metadata):
-            continue
+    for rule in watching:
+        running = rule.pk in state.running
         kind = cast(core.Kind, rule.kind)
         match kind:
             case "pressure":
@@ -240,13 +273,13 @@ def alerts_evaluate(change: Change) -> int:
                 percent = rule.threshold_percent or core.DEFAULT_THRESHOLD_PERCENT
                 if core.pressure_reached(tokens, window, percent):
                     assert window is not None
-                    if not _running(rule, conversation):
+                    if not running:
                         detail = core.pressure_detail(tokens, window, percent)
                         fired += _fire(rule, conversation, last, detail)
-                else:
+                elif running:
                     _end(rule, conversation, now)
             case "tool_error":
-                if change.errors and not _running(rule, conversation):
+                if change.errors and not running:
                     plural = "s" if change.errors != 1 else ""
                     detail = (
                         f"{change.errors} tool error{plural} up to message #{last} "
@@ -254,7 +287,7 @@ def alerts_evaluate(change: Change) -> int:
                     )
                     fired += _fire(rule, conversation, last, detail)
             case "unanswered":
-                _clock(rule, conversation, last, now)
+                _clock(rule, conversation, last, now, running, state.timers.get(rule.pk))
             case "compaction":
                 for mark in nr.boundary_marks(conversation.metadata):
                     seq = whole_number(mark.get("seq"))
@@ -275,30 +308,32 @@ def _compaction_detail(seq: int, mark: Any) -> str:
     return f"Compacted before message #{seq}{said}{tokens}."
 
 
-def _running(rule: AlertRule, conversation: Conversation) -> bool:
-    return Alert.objects.filter(
-        rule=rule, conversation=conversation, ended_at__isnull=True
-    ).exists()
-
-
 def _end(rule: AlertRule, conversation: Conversation, now: Any) -> None:
     Alert.objects.filter(rule=rule, conversation=conversation, ended_at__isnull=True).update(
         ended_at=now
     )
 
 
-def _clock(rule: AlertRule, conversation: Conversation, last: int, now: Any) -> None:
+def _clock(
+    rule: AlertRule,
+    conversation: Conversation,
+    last: int,
+    now: Any,
+    running: bool,
+    timer_seq: int | None,
+) -> None:
     """An `unanswered` rule after an append: the last message's open calls start (or keep)
-    its clock; none stop it and end the episode."""
+    its clock; none stop it and end the episode. Writes only what changes."""
     if conversation.unanswered_calls == 0:
-        AlertTimer.objects.filter(rule=rule, conversation=conversation).delete()
-        _end(rule, conversation, now)
+        if timer_seq is not None:
+            AlertTimer.objects.filter(rule=rule, conversation=conversation).delete()
+        if running:
+            _end(rule, conversation, now)
         return
-    if _running(rule, conversation):
+    if running:
         return
     due = now + timedelta(seconds=rule.after_seconds or core.DEFAULT_AFTER_SECONDS)
-    timer = AlertTimer.objects.filter(rule=rule, conversation=conversation).first()
-    if timer is None:
+    if timer_seq is None:
         try:
             with transaction.atomic():
                 AlertTimer.objects.create(
@@ -306,8 +341,8 @@ def _clock(rule: AlertRule, conversation: Conversation, last: int, now: Any) -> 
                 )
         except IntegrityError:
             pass  # another process started it
-    elif timer.seq != last:  # a new last message holds the open calls: they wait from now
-        AlertTimer.objects.filter(pk=timer.pk).update(seq=last, due_at=due)
+    elif timer_seq != last:  # a new last message holds the open calls: they wait from now
+        AlertTimer.objects.filter(rule=rule, conversation=conversation).update(seq=last, due_at=due)
 
 
 def alerts_due(*, now: Any = None) -> int:

@@ -5,6 +5,7 @@ alert loop (conversations/record/alert_loop.py), outside any transaction."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -63,38 +64,51 @@ def deliveries_claim(*, now: datetime | None = None, limit: int = CLAIM_BATCH) -
     ]
 
 
-def delivery_attempted(
-    *,
-    claimed: Claimed,
-    at: datetime,
-    status_code: int | None,
-    error: str,
-    duration_ms: int,
-) -> DeliveryState:
-    """Record an attempt: a 2xx answer delivers; anything else is retried after the next
-    doubling wait, or fails once that would be past 24 hours after the alert fired."""
-    ok = status_code is not None and 200 <= status_code < 300 and not error
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one attempt went: the answer's status (None: no answer) and the error ("" for
+    a 2xx answer)."""
+
+    claimed: Claimed
+    at: datetime
+    status_code: int | None
+    error: str
+    duration_ms: int
+
+
+def deliveries_attempted(outcomes: Sequence[Outcome]) -> None:
+    """Record a batch of attempts in one transaction: a 2xx answer delivers; anything else
+    is retried after the next doubling wait, or fails once that would be past 24 hours
+    after the alert fired."""
     now = timezone.now()
     with transaction.atomic():
-        DeliveryAttempt.objects.create(
-            delivery_id=claimed.delivery_id,
-            number=claimed.number,
-            at=at,
-            status_code=status_code,
-            error=core.cut(error, core.ERROR_CHARS),
-            duration_ms=duration_ms,
-        )
-        if ok:
-            state, when = DeliveryState.DELIVERED, None
-        else:
-            when = core.next_attempt(
-                claimed.fired_at, claimed.number, settings.REPLAY_WEBHOOK_RETRY_SECONDS, now
+        DeliveryAttempt.objects.bulk_create(
+            DeliveryAttempt(
+                delivery_id=o.claimed.delivery_id,
+                number=o.claimed.number,
+                at=o.at,
+                status_code=o.status_code,
+                error=core.cut(o.error, core.ERROR_CHARS),
+                duration_ms=o.duration_ms,
             )
-            state = DeliveryState.PENDING if when is not None else DeliveryState.FAILED
-        Delivery.objects.filter(pk=claimed.delivery_id).update(
-            state=state, next_attempt_at=when, last_error=core.cut(error, core.ERROR_CHARS)
+            for o in outcomes
         )
-    return state
+        for o in outcomes:
+            ok = o.status_code is not None and 200 <= o.status_code < 300 and not o.error
+            when = None
+            if ok:
+                state = DeliveryState.DELIVERED
+            else:
+                when = core.next_attempt(
+                    o.claimed.fired_at,
+                    o.claimed.number,
+                    settings.REPLAY_WEBHOOK_RETRY_SECONDS,
+                    now,
+                )
+                state = DeliveryState.PENDING if when is not None else DeliveryState.FAILED
+            Delivery.objects.filter(pk=o.claimed.delivery_id).update(
+                state=state, next_attempt_at=when, last_error=core.cut(o.error, core.ERROR_CHARS)
+            )
 
 
 def delivery_redeliver(*, delivery: Delivery) -> None:
