@@ -331,3 +331,22 @@ def test_two_servers_make_each_attempt_once(tmp_path: Path, redis: RedisServer) 
     attempts = list(DeliveryAttempt.objects.values_list("delivery_id", "number", "error"))
     assert len(attempts) == 80, [a for a in attempts if a[2] and "503" not in a[2]]
     assert {number for _, number, _ in attempts} == {1, 2}
+
+
+def test_delivery_is_never_inside_the_request_that_caused_it(tmp_path: Path) -> None:
+    receiver = Receiver(lambda request, seen: (0, {}))  # hangs: an attempt takes 10 s
+    _, token = services.api_token_create(label="agent")
+    rule = services.alert_rule_create(kind="tool_error", webhook_url=receiver.url)
+    conversation = services.conversation_create(title="busy run")
+    server = start_daphne(tmp_path, server_env())
+    try:
+        started = time.monotonic()
+        api_append(server, token, str(conversation.pk), tool_result("t", "boom", is_error=True))
+        answered = time.monotonic() - started
+        (request,) = receiver.wait_for(1)
+        assert request.at - started < 5  # sent at once after the commit…
+        assert answered < 2  # …while the request that caused it had answered already
+        assert Alert.objects.filter(rule=rule).count() == 1
+    finally:
+        server.stop()
+        receiver.stop()
