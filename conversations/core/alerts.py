@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Literal, TypeAlias
 
@@ -66,3 +66,45 @@ def signature(secret: str, body: bytes) -> str:
 
 def cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class PressureTurns:
+    """When each conversation's `pressure` rules are evaluated: at most every `every`
+    seconds (their figure is the dear part of an evaluation); a conversation that changed
+    before its turn is remembered and evaluated when its turn comes. Takes a clock, so it
+    is tested without a server or `sleep`; it holds only recently active conversations."""
+
+    def __init__(self, clock: Callable[[], float], every: float) -> None:
+        self.clock = clock
+        self.every = every
+        self.last: dict[str, float] = {}  # conversation → when its pressure was evaluated
+        self.later: set[str] = set()  # changed before their turn
+
+    def _due(self, key: str, now: float) -> bool:
+        at = self.last.get(key)
+        return at is None or now - at >= self.every
+
+    def take(self, changed: Iterable[str]) -> tuple[set[str], set[str]]:
+        """(the `changed` conversations whose pressure is evaluated now, the remembered
+        ones whose turn has come)."""
+        now = self.clock()
+        now_due: set[str] = set()
+        for key in changed:
+            if self._due(key, now):
+                self.last[key] = now
+                self.later.discard(key)
+                now_due.add(key)
+            else:
+                self.later.add(key)
+        came = {key for key in self.later if self._due(key, now)}
+        for key in came:
+            self.last[key] = now
+        self.later -= came
+        for key, at in list(self.last.items()):
+            if now - at >= self.every and key not in self.later:
+                del self.last[key]
+        return now_due, came
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self.later)

@@ -62,10 +62,7 @@ class AlertLoop:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.waiting: dict[str, alerts.Change] = {}
-        # Pressure, at most every PRESSURE_EVERY seconds per conversation: when each was
-        # last evaluated, and the conversations whose evaluation waits for its turn.
-        self.pressure_at: dict[str, float] = {}
-        self.pressure_later: set[str] = set()
+        self.turns = core.PressureTurns(loop.time, PRESSURE_EVERY)
         self.evaluate_soon = asyncio.Event()
         self.send_soon = asyncio.Event()
         self.tasks = (loop.create_task(self.evaluator()), loop.create_task(self.sender()))
@@ -78,31 +75,15 @@ class AlertLoop:
     def take(self) -> list[alerts.Change]:
         """The changes to evaluate now: every waiting one (its pressure only when its turn
         has come; else later), and the deferred pressure checks whose turn has come."""
-        now = self.loop.time()
         waiting, self.waiting = self.waiting, {}
-        taken: list[alerts.Change] = []
-        for cid, change in waiting.items():
-            due = now - self.pressure_at.get(cid, -PRESSURE_EVERY) >= PRESSURE_EVERY
-            if due:
-                self.pressure_at[cid] = now
-                self.pressure_later.discard(cid)
-            else:
-                self.pressure_later.add(cid)
-            taken.append(replace(change, pressure=due))
-        for cid in list(self.pressure_later):
-            if now - self.pressure_at.get(cid, -PRESSURE_EVERY) >= PRESSURE_EVERY:
-                self.pressure_at[cid] = now
-                self.pressure_later.discard(cid)
-                taken.append(alerts.Change(cid, 0, 0, pressure=True, others=False))
-        for cid, at in list(self.pressure_at.items()):  # bounded by the recently active
-            if now - at >= PRESSURE_EVERY and cid not in self.pressure_later:
-                del self.pressure_at[cid]
+        now, came = self.turns.take(waiting)
+        taken = [replace(change, pressure=cid in now) for cid, change in waiting.items()]
+        taken += [alerts.Change(cid, 0, 0, pressure=True, others=False) for cid in sorted(came)]
         return taken
 
     async def evaluator(self) -> None:
         while True:
-            timeout = PRESSURE_EVERY if self.pressure_later else settings.REPLAY_ALERT_TICK_SECONDS
-            await _wait(self.evaluate_soon, min(timeout, settings.REPLAY_ALERT_TICK_SECONDS))
+            await _wait(self.evaluate_soon, settings.REPLAY_ALERT_TICK_SECONDS)
             await asyncio.sleep(EVALUATE_GATHER)  # what the next moment appends comes along
             changes = self.take()
             try:
