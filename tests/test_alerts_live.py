@@ -32,7 +32,7 @@ from tests.test_consumers import (
 )
 from tests.test_share_consumers import share_path, share_socket
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
 
 ALERTS = re.compile(r'<div id="alerts".*?</div>\n', re.S)
 

@@ -31,7 +31,7 @@ from tests.conftest import Server, free_port, start_daphne
 from tests.redis_server import RedisServer, available
 from tests.webhook_receiver import Received, Receiver
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
