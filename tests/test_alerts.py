@@ -332,3 +332,24 @@ def test_a_share_page_shows_no_alerts(operator_client: Client) -> None:
     _, token = services.share_create(conversation=c)
     page = Client().get(f"/s/{token}/").content.decode()
     assert alert.detail not in page and 'id="alerts"' not in page
+
+
+def test_without_htmx_acknowledging_goes_back_to_the_page(operator_client: Client) -> None:
+    c, alert = fired()
+    answer = operator_client.post(f"/c/{c.pk}/alerts/{alert.pk}/acknowledge")
+    assert answer.status_code == 302 and answer["Location"] == c.get_absolute_url()
+    alert.refresh_from_db()
+    assert alert.acknowledged_at is not None
+
+
+def test_the_admin_acknowledges_alerts(admin_client: Client) -> None:
+    c, alert = fired()
+    listed = admin_client.get("/admin/conversations/alert/").content.decode()
+    assert alert.detail in listed
+    answer = admin_client.post(
+        "/admin/conversations/alert/",
+        {"action": "acknowledge", "_selected_action": [str(alert.pk)]},
+    )
+    assert answer.status_code == 302
+    alert.refresh_from_db()
+    assert alert.acknowledged_at is not None and alert.acknowledged_by == "admin"
