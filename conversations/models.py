@@ -1,10 +1,15 @@
 """Django finds an app's models here; they live in `conversations.record.models`."""
 
 from conversations.record.models import (
+    Alert,
+    AlertRule,
+    AlertTimer,
     ApiToken,
     Block,
     BlockType,
     Conversation,
+    Delivery,
+    DeliveryAttempt,
     IdempotentResponse,
     Message,
     Role,
@@ -15,6 +20,11 @@ from conversations.record.models import (
 )
 
 __all__ = [
+    "Alert",
+    "AlertRule",
+    "AlertTimer",
+    "Delivery",
+    "DeliveryAttempt",
     "ApiToken",
     "Block",
     "BlockType",

@@ -72,6 +72,7 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
 
 
 from conversations.live.routing import websocket_urlpatterns  # noqa: E402
+from conversations.record import alert_loop  # noqa: E402
 from replaysite.health import Probes  # noqa: E402
 from replaysite.logs import RequestIds, route_access_log  # noqa: E402
 from replaysite.metrics import Metrics  # noqa: E402
@@ -80,6 +81,7 @@ from replaysite.origin import SameOriginValidator  # noqa: E402
 # Sessions only, not channels' AuthMiddlewareStack: the consumers check the session's
 # user, permission and conversation in one query (conversations/live/access.py).
 route_access_log()
+alert_loop.start_with_server()  # docs/contract.md §11: alerts' clocks and webhooks
 application = RequestIds(
     ProtocolTypeRouter(
         {

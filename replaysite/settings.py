@@ -201,6 +201,17 @@ if REPLAY_SHARE_RECHECK_SECONDS > 10:
         "REPLAY_SHARE_RECHECK_SECONDS must be at most 10: a revoked link's sockets close "
         f"within 10 s (docs/contract.md §8), not {REPLAY_SHARE_RECHECK_SECONDS}."
     )
+# Alerts (docs/contract.md §11): a failed webhook is retried first after this many seconds,
+# then after twice as long each time, for 24 hours; each server process's alert loop looks
+# for due `unanswered` clocks and deliveries this often. REPLAY_BASE_URL (scheme://host,
+# optional) makes the webhook's `url` absolute.
+REPLAY_WEBHOOK_RETRY_SECONDS = env_int("REPLAY_WEBHOOK_RETRY_SECONDS", 30)
+REPLAY_ALERT_TICK_SECONDS = env_int("REPLAY_ALERT_TICK_SECONDS", 2)
+REPLAY_BASE_URL = os.environ.get("REPLAY_BASE_URL", "").strip().rstrip("/")
+if REPLAY_BASE_URL and not REPLAY_BASE_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured(
+        f"REPLAY_BASE_URL must start with http:// or https://, not {REPLAY_BASE_URL[:40]!r}."
+    )
 # Open sockets per share link, per server process: a link holder cannot open without end.
 REPLAY_MAX_SOCKETS_PER_SHARE = env_int("REPLAY_MAX_SOCKETS_PER_SHARE", 20)
 # `/metrics` (replaysite/metrics.py): for a bearer token, or for clients in these networks.

@@ -249,6 +249,16 @@ function keepNoteForms(old, article) {
   });
 }
 
+function applyAlerts(node) {
+  // The header's open alerts (docs/contract.md §11), replaced whole; an open list stays open.
+  var existing = document.getElementById("alerts");
+  if (!existing) { return; }
+  var wasOpen = existing.querySelector("details[open]");
+  var panel = node.querySelector("details");
+  if (wasOpen && panel) { panel.setAttribute("open", ""); }
+  htmx.swap(existing, markup(node), { swapStyle: "outerHTML" });
+}
+
 function applyTotals(node) {
   // #totals and #pressure: swapped in only when they count more than the page shows.
   var totals = document.getElementById(node.id);
@@ -334,6 +344,8 @@ document.addEventListener("htmx:wsBeforeMessage", function (event) {
       reloadWindow(node.getAttribute("data-url"));
     } else if (node.id === "share-notice") {
       applyShareNotice(node);
+    } else if (node.id === "alerts") {
+      applyAlerts(node);
     }
   });
   if (!added && !grown) { return; }

@@ -223,9 +223,10 @@ def test_the_form_shows_the_filters_that_are_on(operator_client: Client, three: 
     boxes = {
         n.attrs["name"]: n for n in root.find_all("input") if n.attrs.get("type") == "checkbox"
     }
-    assert set(boxes) == {"has_errors", "unanswered"}
+    assert set(boxes) == {"has_errors", "unanswered", "alerts"}  # alerts: docs/contract.md §11
     assert "checked" in boxes["unanswered"].attrs and "checked" not in boxes["has_errors"].attrs
-    assert all(box.attrs["value"] == "1" for box in boxes.values())
+    assert "checked" not in boxes["alerts"].attrs and boxes["alerts"].attrs["value"] == "open"
+    assert boxes["has_errors"].attrs["value"] == boxes["unanswered"].attrs["value"] == "1"
     form = root.find("form", "list-search")
     assert form.attrs["hx-replace-url"] == "true" and "hx-push-url" not in form.attrs
     # A filtered page is not live: a row arriving live is not checked against the filter.

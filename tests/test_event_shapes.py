@@ -21,8 +21,9 @@ from conversations.live.conversation import ConversationConsumer
 from conversations.live.listing import ListConsumer
 from conversations.live.share import ShareConsumer
 from conversations.record import events, services
-from conversations.record.models import Conversation
-from tests.builders import make_user
+from conversations.record.models import Alert, Conversation
+from conversations.record.schemas import BLOCK_ADAPTER
+from tests.builders import make_user, tool_result
 from tests.test_events import text
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -149,6 +150,26 @@ def test_every_publishing_service_and_signal_sends_its_typed_event(
     assert verify(layer, lambda: group.permissions.add(permission)) == [
         (events.user_group(user.pk), "user.access_changed")
     ]
+    services.alert_rule_create(kind="tool_error")  # docs/contract.md §11
+
+    def error() -> None:
+        services.message_append(
+            conversation=conversation,
+            role="user",
+            blocks=[BLOCK_ADAPTER.validate_python(tool_result("t", "boom", is_error=True))],
+        )
+
+    assert verify(layer, error) == [
+        (page, "conversation.message_added"),
+        (listing, "conversation.message_added"),
+        (page, "conversation.alerts_changed"),
+        (listing, "conversation.alerts_changed"),
+    ]
+    alert = Alert.objects.get(conversation=conversation)
+    assert verify(layer, lambda: services.alert_acknowledge(alert=alert, by="ops")) == [
+        (page, "conversation.alerts_changed"),
+        (listing, "conversation.alerts_changed"),
+    ]
     assert verify(layer, lambda: services.conversation_delete(conversation=conversation)) == [
         (page, "conversation.deleted"),
         (listing, "conversation.deleted"),
@@ -192,6 +213,7 @@ HEARD_BY: dict[str, list[type]] = {
     "conversation.changed": [ConversationConsumer, ListConsumer, ShareConsumer],
     "conversation.deleted": [ConversationConsumer, ListConsumer, ShareConsumer],
     "conversation.note_changed": [ConversationConsumer, ListConsumer, ShareConsumer],
+    "conversation.alerts_changed": [ConversationConsumer, ListConsumer, ShareConsumer],
     "session.logged_out": [ConversationConsumer, ListConsumer],
     "user.access_changed": [ConversationConsumer, ListConsumer],
     "share.revoked": [ShareConsumer],

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from conversations.api import otlp, views
+from conversations.api import alerts, otlp, views
 
 urlpatterns = [
     path("api/imports", views.imports, name="api-imports"),
@@ -55,4 +55,6 @@ urlpatterns = [
     ),
     path("api/notes/<str:note_id>", views.note, name="api-note"),
     path("api/compare", views.compare, name="api-compare"),
+    path("api/alert-rules", alerts.alert_rules, name="api-alert-rules"),
+    path("api/alert-rules/<int:rule_id>", alerts.alert_rule, name="api-alert-rule"),
 ]

@@ -23,7 +23,15 @@ from conversations.core.compact import Policy
 from conversations.core.list_status import ListFilters
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.core.search import QueryError
-from conversations.record import comparing, note_reads, selectors, services, shapes, token_counts
+from conversations.record import (
+    alert_reads,
+    comparing,
+    note_reads,
+    selectors,
+    services,
+    shapes,
+    token_counts,
+)
 from conversations.record.models import Conversation
 from conversations.record.schemas import (
     BLOCK_ADAPTER,
@@ -105,6 +113,8 @@ def conversations(request: HttpRequest) -> HttpResponse:
             unanswered=filters.unanswered,
             label=filters.label,
         )
+        if filters.alerts_open:
+            found = alert_reads.with_open_alerts(found)
     except QueryError as exc:
         raise ApiError(400, exc.message, field=exc.field) from None
     paginator = Paginator(found, page_size)

@@ -67,6 +67,7 @@ class ListFilters:
     has_errors: bool = False
     unanswered: bool = False
     label: str = ""
+    alerts_open: bool = False  # `?alerts=open` (docs/contract.md §11)
 
     @classmethod
     def from_query(cls, query: Mapping[str, str]) -> ListFilters:
@@ -76,16 +77,21 @@ class ListFilters:
                 checked_label(label)
             except NoteError as exc:
                 raise OptionError("label", f"label {exc.message}.") from None
+        alerts = query.get("alerts", "")
+        if alerts not in {"", "open"}:
+            raise OptionError("alerts", f"alerts must be 'open' or empty, not {alerts[:40]!r}.")
         return cls(
             has_errors=flag(query, "has_errors", False),
             unanswered=flag(query, "unanswered", False),
             label=label,
+            alerts_open=alerts == "open",
         )
 
     def query(self) -> dict[str, str]:
         """The query parameters of the filters that are on."""
         on = {name: "1" for name in ("has_errors", "unanswered") if getattr(self, name)}
-        return on | ({"label": self.label} if self.label else {})
+        on |= {"label": self.label} if self.label else {}
+        return on | ({"alerts": "open"} if self.alerts_open else {})
 
     def __bool__(self) -> bool:
-        return self.has_errors or self.unanswered or bool(self.label)
+        return self.has_errors or self.unanswered or bool(self.label) or self.alerts_open

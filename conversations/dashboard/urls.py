@@ -1,6 +1,7 @@
 from django.urls import path
 
 from conversations.dashboard.views import (
+    alerts,
     compare,
     context,
     conversation,
@@ -73,5 +74,10 @@ urlpatterns = [
         "c/<str:conversation_id>/notes/<int:note_id>/delete",
         notes.note_delete,
         name="note-delete",
+    ),
+    path(
+        "c/<str:conversation_id>/alerts/<int:alert_id>/acknowledge",
+        alerts.alert_acknowledge,
+        name="alert-acknowledge",
     ),
 ]

@@ -147,6 +147,11 @@ class ConversationConsumer(Watcher):
     def build_notes(self, seq: int) -> str:
         return fragments.notes_frame(self.conversation_id, seq)
 
+    async def conversation_alerts_changed(self, event: events.AlertsChanged) -> None:
+        """An alert fired or was acknowledged: the header's alerts, rendered again."""
+        html = await database_sync_to_async(fragments.alerts_html)(self.conversation_id)
+        await self.send(text_data=html)
+
     async def changed(self, *positions: tuple[int, int]) -> None:
         """Messages now end at these (seq, block count) positions, in seq order."""
         async with self.lock:

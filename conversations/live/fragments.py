@@ -18,7 +18,8 @@ from conversations.core import page_windows, replay
 from conversations.core.notes import MessageNotes
 from conversations.core.options import ReplayOptions
 from conversations.dashboard import presenters, share_pages
-from conversations.record import note_reads, selectors, services, token_counts
+from conversations.dashboard.presenters import alerts as alerts_presenter
+from conversations.record import alert_reads, note_reads, selectors, services, token_counts
 from conversations.record.models import ShareLink
 
 
@@ -157,7 +158,13 @@ def rows_since(since: datetime) -> str:
     labels = note_reads.labels_of([c.pk for c in changed])
     return "".join(
         render_to_string("conversations/list.html#row", {"row": row})
-        for row in reversed(presenters.conversation_rows(changed, labels=labels))
+        for row in reversed(
+            presenters.conversation_rows(
+                changed,
+                labels=labels,
+                alerts=alert_reads.open_alert_counts(c.pk for c in changed),
+            )
+        )
     )
 
 
@@ -166,8 +173,11 @@ def row_html(conversation_id: str) -> str:
     conversation = selectors.conversation_get(conversation_id)
     if conversation is None:
         return ""
-    labels = note_reads.labels_of([conversation.pk])
-    (row,) = presenters.conversation_rows([conversation], labels=labels)
+    (row,) = presenters.conversation_rows(
+        [conversation],
+        labels=note_reads.labels_of([conversation.pk]),
+        alerts=alert_reads.open_alert_counts([conversation.pk]),
+    )
     return render_to_string("conversations/list.html#row", {"row": row})
 
 
@@ -191,3 +201,10 @@ def share_state(share_id: int) -> str:
 def share_notice(state: str) -> str:
     """The share page's notice, saying the link is gone and the page no longer updates."""
     return render_to_string("conversations/detail.html#share_notice", {"share_state": state})
+
+
+def alerts_html(conversation_id: str) -> str:
+    """The conversation header's open alerts (docs/contract.md §11), as the page renders them."""
+    found, total = alert_reads.open_alerts(conversation_id)
+    panel = alerts_presenter.alerts_panel(conversation_id, found, total)
+    return render_to_string("conversations/alerts.html#alerts", {"alerts": panel})

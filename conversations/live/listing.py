@@ -46,6 +46,9 @@ class ListConsumer(Watcher):
         seq, blocks = event["positions"][-1]
         await self.row(event["conversation_id"], seq, blocks)
 
+    async def conversation_alerts_changed(self, event: events.AlertsChanged) -> None:
+        await self.row(event["conversation_id"], "alerts", event["alert_id"], event["change"])
+
     async def conversation_deleted(self, event: events.ConversationDeleted) -> None:
         await self.send(text_data=fragments.removed_row_html(event["conversation_id"]))
 

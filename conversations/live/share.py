@@ -115,6 +115,9 @@ class ShareConsumer(ConversationConsumer):
     async def conversation_deleted(self, event: events.ConversationDeleted) -> None:
         await self.gone("deleted")
 
+    async def conversation_alerts_changed(self, event: events.AlertsChanged) -> None:
+        pass  # alerts are the operators': a share page never shows them
+
     async def render(self, seq: int, blocks: int) -> fragments.Frame:
         # Keyed by the link too: its frames hold its own URLs (and maybe no images).
         key = ("share", self.link.pk, seq, blocks, self.vision, self.shape)

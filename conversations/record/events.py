@@ -89,6 +89,16 @@ class NoteChanged(TypedDict):
     change: str
 
 
+class AlertsChanged(TypedDict):
+    """An alert of the conversation fired, was acknowledged or went with its rule
+    (docs/contract.md §11): its badges are rendered again."""
+
+    type: Literal["conversation.alerts_changed"]
+    conversation_id: str
+    alert_id: int
+    change: Literal["fired", "acknowledged", "deleted"]
+
+
 class ConversationDeleted(TypedDict):
     type: Literal["conversation.deleted"]
     conversation_id: str
@@ -119,7 +129,13 @@ class ShareRevoked(TypedDict):
 
 # What the conversation's group and the list group hear (services publish all but Changed).
 ConversationEvent: TypeAlias = (
-    ConversationCreated | MessageAdded | BlockAdded | Changed | ConversationDeleted | NoteChanged
+    ConversationCreated
+    | MessageAdded
+    | BlockAdded
+    | Changed
+    | ConversationDeleted
+    | NoteChanged
+    | AlertsChanged
 )
 # Every event on the layer; tests/test_events.py checks each one's shape and handlers.
 Event: TypeAlias = ConversationEvent | LoggedOut | AccessChanged | ShareRevoked

@@ -15,6 +15,7 @@ from django.utils.timesince import timesince
 
 from conversations.core import next_request as nr
 from conversations.core.list_status import ListFilters
+from conversations.dashboard.presenters.alerts import badge_label
 from conversations.dashboard.presenters.protocols import ConversationLike
 from conversations.record.rows import SearchHit, conversation_model
 
@@ -38,6 +39,7 @@ class ConversationRow:
     messages: str = "0"  # the message count with thousands separators
     errors: str = ""  # the error results' count with separators; "" for none
     compactions: str = ""  # "2 compactions" when compaction boundaries are stored
+    alerts: str = ""  # "2 open alerts" (docs/contract.md §11); "" for none
     # With a search: the first matching block's message link and text around the match.
     hit_url: str = ""
     hit_label: str = ""
@@ -93,13 +95,16 @@ def conversation_rows(
     *,
     hits: Mapping[Any, SearchHit] | None = None,
     labels: Mapping[Any, Sequence[str]] | None = None,
+    alerts: Mapping[Any, int] | None = None,
 ) -> list[ConversationRow]:
     """List rows, with whether each conversation's last message ends in unanswered tool
     calls, its model and error count (all read from its row) and, for a search, where in
-    the conversation it matched (`hits`: `selectors.search_hits`, by conversation id), and
-    its notes' labels (`labels`: `note_reads.labels_of`)."""
+    the conversation it matched (`hits`: `selectors.search_hits`, by conversation id), its
+    notes' labels (`labels`: `note_reads.labels_of`) and its open alerts (`alerts`:
+    `alert_reads.open_alert_counts`)."""
     hits = hits or {}
     labels = labels or {}
+    alerts = alerts or {}
     now = timezone.now()
     rows = []
     for c in conversations:
@@ -115,6 +120,7 @@ def conversation_rows(
                 messages=f"{c.message_count:,}",
                 errors=f"{c.error_count:,}" if c.error_count else "",
                 compactions=_compactions(c.metadata),
+                alerts=badge_label(alerts.get(c.id, 0)),
                 hit_url=f"{c.get_absolute_url()}#m-{hit.message_seq}" if hit else "",
                 hit_label=f"message {hit.message_seq}" if hit else "",
                 snippet=hit.snippet if hit else "",

@@ -25,6 +25,7 @@ from conversations.core.compact import Policy
 from conversations.core.context_windows import MAX_WINDOW
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.dashboard import presenters
+from conversations.dashboard.views.alerts import alerts_context
 from conversations.dashboard.views.common import (
     HtmxHttpRequest,
     Narrow,
@@ -167,6 +168,8 @@ def detail_response(
         )
     except OptionError as exc:
         return bad_request(request, exc.message)
+    if not context.get("share"):  # operators see the open alerts; share links never
+        context["alerts"] = alerts_context(conversation.pk)
     htmx = getattr(request, "htmx", None)
     if htmx and not htmx.history_restore_request:
         response = render(request, template + "#conversation", context)

@@ -21,7 +21,7 @@ from conversations.dashboard.views.common import (
     bad_request,
     operator_required,
 )
-from conversations.record import note_reads, selectors
+from conversations.record import alert_reads, note_reads, selectors
 from conversations.record.models import Conversation
 
 PER_PAGE = 25
@@ -46,6 +46,8 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
             unanswered=filters.unanswered,
             label=filters.label,
         )
+        if filters.alerts_open:
+            found = alert_reads.with_open_alerts(found)
     except QueryError as exc:
         found, error = Conversation.objects.none(), exc.message
     page = Paginator(found, PER_PAGE).get_page(request.GET.get("page"))
@@ -60,7 +62,10 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
         "error": error,
         "max_query": MAX_QUERY_CHARS,
         "rows": presenters.conversation_rows(
-            conversations, hits=hits, labels=note_reads.labels_of([c.pk for c in conversations])
+            conversations,
+            hits=hits,
+            labels=note_reads.labels_of([c.pk for c in conversations]),
+            alerts=alert_reads.open_alert_counts(c.pk for c in conversations),
         ),
         # Only the first page of everything moves with live activity: a row that arrives
         # live is not checked against a search or a filter.

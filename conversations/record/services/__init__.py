@@ -10,9 +10,20 @@ atomic and announces what it stored on commit. One file a domain:
 - `imports`: transcript files; `following`: `manage.py tail` and OTLP traces
 - `notes`: operators' notes on messages (docs/contract.md §10)
 - `sharing`: share links; `api_tokens`: API tokens; `idempotency`: Idempotency-Key answers
+- `alerts`: alert rules, evaluation after commit, acknowledging; `webhooks`: their
+  deliveries (claimed, attempted, retried, redelivered)
 - `errors`: IngestError, which every write raises for what it cannot store
 """
 
+from conversations.record.services.alerts import (
+    Change,
+    alert_acknowledge,
+    alert_rule_create,
+    alert_rule_delete,
+    alerts_due,
+    alerts_evaluate,
+    alerts_on_commit,
+)
 from conversations.record.services.api_tokens import (
     api_token_create,
     api_token_delete,
@@ -64,6 +75,13 @@ from conversations.record.services.sharing import (
     share_revoke,
     share_viewed,
 )
+from conversations.record.services.webhooks import (
+    Claimed,
+    Outcome,
+    deliveries_attempted,
+    deliveries_claim,
+    delivery_redeliver,
+)
 
 __all__ = [
     "IDEMPOTENCY_TTL",
@@ -108,4 +126,17 @@ __all__ = [
     "token_digest",
     "trace_continue",
     "transcript_import",
+    # alerts (docs/contract.md §11)
+    "Change",
+    "Claimed",
+    "alert_acknowledge",
+    "alert_rule_create",
+    "alert_rule_delete",
+    "alerts_due",
+    "alerts_evaluate",
+    "alerts_on_commit",
+    "Outcome",
+    "deliveries_attempted",
+    "deliveries_claim",
+    "delivery_redeliver",
 ]

@@ -24,6 +24,7 @@ from conversations.record.schemas import (
     ToolUseIn,
     image_size,
 )
+from conversations.record.services.alerts import alerts_on_commit
 from conversations.record.services.conversations import _lock
 from conversations.record.services.errors import IngestError
 from conversations.record.services.inserts import _bulk_insert
@@ -139,6 +140,7 @@ def _append(
                 "block_count": last.block_count,
             }
         )
+        alerts_on_commit(locked.id, first_seq=first, errors=errors)
     return list(zip(stored, rows, strict=True))
 
 
@@ -173,6 +175,7 @@ def block_append(*, message: Message, block: BlockIn) -> Block:
                 "block_seq": row.seq,
             }
         )
+        alerts_on_commit(locked.id, first_seq=current.seq, errors=int(row.is_error))
     return row
 
 

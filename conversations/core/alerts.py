@@ -1,0 +1,110 @@
+"""Alerts (docs/contract.md §11), the pure part: which conversations a rule watches, when
+pressure is reached, how long a failed webhook waits, and how its body is signed.
+
+No Django: the record's alert service and the webhook sender call these.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Literal, TypeAlias
+
+Kind: TypeAlias = Literal["pressure", "tool_error", "unanswered", "compaction"]
+KINDS: tuple[Kind, ...] = ("pressure", "tool_error", "unanswered", "compaction")
+DEFAULT_THRESHOLD_PERCENT = 80
+DEFAULT_AFTER_SECONDS = 60
+MATCH_CHARS = 200
+DETAIL_CHARS = 500
+# Webhooks: an attempt's answer must start within this; failures are retried with doubling
+# waits until this long after the alert fired.
+TIMEOUT_SECONDS = 10.0
+RETRY_FOR = timedelta(hours=24)
+ERROR_CHARS = 500
+
+
+def matches(match: str, title: str, metadata: object) -> bool:
+    """Whether a rule with this `match` watches a conversation: no match watches every
+    one; else its title or its metadata `source` contains it (case-insensitively)."""
+    if not match:
+        return True
+    wanted = match.casefold()
+    source = metadata.get("source") if isinstance(metadata, Mapping) else None
+    return wanted in title.casefold() or (isinstance(source, str) and wanted in source.casefold())
+
+
+def pressure_reached(tokens: int, window: int | None, percent: int) -> bool:
+    """The next request takes at least `percent`% of the window (an unknown window never)."""
+    return window is not None and window > 0 and tokens * 100 >= percent * window
+
+
+def pressure_detail(tokens: int, window: int, percent: int) -> str:
+    share = tokens * 100 // window
+    return (
+        f"The next request is ≈{tokens:,} tokens, {share}% of the {window:,}-token window "
+        f"(threshold {percent}%)."
+    )
+
+
+def next_attempt(
+    fired_at: datetime, attempts: int, first_wait: int, now: datetime
+) -> datetime | None:
+    """When a delivery that has failed `attempts` times is tried again: `first_wait`
+    seconds after the first failure, each next wait twice as long; None once that would be
+    more than 24 hours after the alert fired (the delivery has failed)."""
+    wait = timedelta(seconds=first_wait * 2 ** max(attempts - 1, 0))
+    when = now + wait
+    return when if when <= fired_at + RETRY_FOR else None
+
+
+def signature(secret: str, body: bytes) -> str:
+    """`X-Replay-Signature`: `sha256=` and the HMAC-SHA256 of the body with the secret."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class PressureTurns:
+    """When each conversation's `pressure` rules are evaluated: at most every `every`
+    seconds (their figure is the dear part of an evaluation); a conversation that changed
+    before its turn is remembered and evaluated when its turn comes. Takes a clock, so it
+    is tested without a server or `sleep`; it holds only recently active conversations."""
+
+    def __init__(self, clock: Callable[[], float], every: float) -> None:
+        self.clock = clock
+        self.every = every
+        self.last: dict[str, float] = {}  # conversation → when its pressure was evaluated
+        self.later: set[str] = set()  # changed before their turn
+
+    def _due(self, key: str, now: float) -> bool:
+        at = self.last.get(key)
+        return at is None or now - at >= self.every
+
+    def take(self, changed: Iterable[str]) -> tuple[set[str], set[str]]:
+        """(the `changed` conversations whose pressure is evaluated now, the remembered
+        ones whose turn has come)."""
+        now = self.clock()
+        now_due: set[str] = set()
+        for key in changed:
+            if self._due(key, now):
+                self.last[key] = now
+                self.later.discard(key)
+                now_due.add(key)
+            else:
+                self.later.add(key)
+        came = {key for key in self.later if self._due(key, now)}
+        for key in came:
+            self.last[key] = now
+        self.later -= came
+        for key, at in list(self.last.items()):
+            if now - at >= self.every and key not in self.later:
+                del self.last[key]
+        return now_due, came
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self.later)

@@ -1,0 +1,36 @@
+"""The conversation page's alerts (docs/contract.md §11): the header's open alerts, and
+acknowledging one (an htmx form; without htmx, back to the page)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from conversations.dashboard.presenters.alerts import AlertsPanel, alerts_panel
+from conversations.dashboard.views.common import conversation_or_404, operator_required
+from conversations.record import alert_reads, services
+
+
+def alerts_context(conversation_id: Any) -> AlertsPanel:
+    found, total = alert_reads.open_alerts(conversation_id)
+    return alerts_panel(conversation_id, found, total)
+
+
+@require_POST
+@operator_required
+def alert_acknowledge(request: HttpRequest, conversation_id: str, alert_id: int) -> HttpResponse:
+    conversation = conversation_or_404(conversation_id)
+    alert = alert_reads.alert_get(conversation.pk, alert_id)
+    if alert is None:
+        raise Http404("No such alert.")
+    services.alert_acknowledge(alert=alert, by=request.user.get_username())
+    if getattr(request, "htmx", None):
+        return render(
+            request,
+            "conversations/alerts.html#alerts",
+            {"alerts": alerts_context(conversation.pk)},
+        )
+    return redirect(conversation.get_absolute_url())

@@ -1,0 +1,429 @@
+"""Alerts (docs/contract.md §11): rules made with a secret shown once, evaluated after an
+append commits (never inside the request that appended: in a server the alert loop
+evaluates, conversations/record/alert_loop.py), one alert per episode, acknowledged by
+operators; an alert of a rule with a webhook stores its delivery in the same transaction.
+
+Episodes: `pressure` runs while the next request is at or over the threshold and re-arms
+below it; `unanswered` runs from the due open call until the last message has none;
+`tool_error` runs until acknowledged; each `compaction` boundary is an episode of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import partial
+from typing import Any, Literal, assert_never, cast
+from urllib.parse import urlsplit
+
+import orjson
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from conversations.core import alerts as core
+from conversations.core import next_request as nr
+from conversations.core.options import ReplayOptions
+from conversations.core.tokens import whole_number
+from conversations.record import events, token_counts
+from conversations.record.models import (
+    Alert,
+    AlertKind,
+    AlertRule,
+    AlertTimer,
+    Conversation,
+    Delivery,
+)
+from conversations.record.server_loop import server_loop
+from conversations.record.services.errors import IngestError
+
+log = logging.getLogger(__name__)
+
+MAX_RULES = 200  # rules are few; every evaluation reads them all, so they stay few
+MAX_THRESHOLD_PERCENT = 1000
+MAX_AFTER_SECONDS = 7 * 24 * 3600
+URL_CHARS = 2000
+TIMERS_PER_TICK = 200  # due `unanswered` clocks read per tick (the rest wait one tick)
+
+
+# -- rules ---------------------------------------------------------------------------------------
+
+
+def alert_rule_create(
+    *,
+    kind: str,
+    threshold_percent: int | None = None,
+    after_seconds: int | None = None,
+    match: str | None = None,
+    webhook_url: str | None = None,
+    created_by: str = "",
+) -> AlertRule:
+    """A new rule with a new secret (returned on the rule, shown once by the caller).
+    Raises IngestError naming the field for a bad or misplaced parameter."""
+    if kind not in core.KINDS:
+        raise IngestError("kind", f"kind must be one of {', '.join(core.KINDS)}, not {kind[:40]!r}")
+    if threshold_percent is not None:
+        if kind != "pressure":
+            raise IngestError(
+                "threshold_percent", "threshold_percent applies to pressure rules only"
+            )
+        if not 1 <= threshold_percent <= MAX_THRESHOLD_PERCENT:
+            raise IngestError(
+                "threshold_percent", f"threshold_percent must be from 1 to {MAX_THRESHOLD_PERCENT}"
+            )
+    if after_seconds is not None:
+        if kind != "unanswered":
+            raise IngestError("after_seconds", "after_seconds applies to unanswered rules only")
+        if not 1 <= after_seconds <= MAX_AFTER_SECONDS:
+            raise IngestError(
+                "after_seconds", f"after_seconds must be from 1 to {MAX_AFTER_SECONDS}"
+            )
+    match = (match or "").strip()
+    if len(match) > core.MATCH_CHARS or "\x00" in match:
+        raise IngestError("match", f"match must be at most {core.MATCH_CHARS} characters, no NUL")
+    webhook_url = (webhook_url or "").strip()
+    if webhook_url:
+        _check_url(webhook_url)
+    if AlertRule.objects.count() >= MAX_RULES:
+        raise IngestError("kind", f"there are {MAX_RULES} rules already; delete one first")
+    if kind == "pressure" and threshold_percent is None:
+        threshold_percent = core.DEFAULT_THRESHOLD_PERCENT
+    if kind == "unanswered" and after_seconds is None:
+        after_seconds = core.DEFAULT_AFTER_SECONDS
+    return AlertRule.objects.create(
+        kind=kind,
+        threshold_percent=threshold_percent,
+        after_seconds=after_seconds,
+        match=match,
+        webhook_url=webhook_url,
+        secret=secrets.token_hex(32),
+        created_by=created_by[:200],
+    )
+
+
+def _check_url(url: str) -> None:
+    if len(url) > URL_CHARS:
+        raise IngestError("webhook_url", f"webhook_url must be at most {URL_CHARS} characters")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises on a bad port)
+    except ValueError:
+        raise IngestError("webhook_url", "webhook_url is not a valid URL") from None
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise IngestError(
+            "webhook_url", "webhook_url must be an http:// or https:// URL with a host"
+        )
+    if any(c.isspace() or ord(c) < 32 for c in url):
+        raise IngestError("webhook_url", "webhook_url must not hold spaces or control characters")
+
+
+def alert_rule_delete(*, rule: AlertRule) -> None:
+    """Delete a rule with its alerts and their pending deliveries; badges update on commit."""
+    with transaction.atomic():
+        touched = list(
+            Alert.objects.filter(rule=rule, acknowledged_at__isnull=True)
+            .values_list("conversation_id", flat=True)
+            .distinct()[:1000]
+        )
+        rule_id = rule.pk
+        rule.delete()
+        for conversation_id in touched:
+            _announce(str(conversation_id), rule_id, "deleted")
+
+
+# -- acknowledging -------------------------------------------------------------------------------
+
+
+def alert_acknowledge(*, alert: Alert, by: str) -> bool:
+    """Acknowledge an open alert (a `tool_error` episode ends with it: the next error fires
+    again). False if it was acknowledged already. Badges update on commit."""
+    now = timezone.now()
+    with transaction.atomic():
+        changed = Alert.objects.filter(pk=alert.pk, acknowledged_at__isnull=True).update(
+            acknowledged_at=now, acknowledged_by=by[:200]
+        )
+        if not changed:
+            return False
+        if alert.rule.kind == AlertKind.TOOL_ERROR:
+            Alert.objects.filter(pk=alert.pk, ended_at__isnull=True).update(ended_at=now)
+        _announce(str(alert.conversation_id), alert.pk, "acknowledged")
+    return True
+
+
+def _announce(
+    conversation_id: str, alert_id: int, change: Literal["fired", "acknowledged", "deleted"]
+) -> None:
+    events.publish_on_commit(
+        {
+            "type": "conversation.alerts_changed",
+            "conversation_id": conversation_id,
+            "alert_id": alert_id,
+            "change": change,
+        }
+    )
+
+
+# -- evaluation ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What one or more commits appended to a conversation: from message `first_seq`, with
+    `errors` new error results (merged when the alert loop has several waiting).
+    `pressure`: whether `pressure` rules are evaluated now (the alert loop evaluates them
+    at most every few seconds per conversation: their figure is the dear one); `others`:
+    whether the other kinds are (not when only a deferred pressure check is due)."""
+
+    conversation_id: str
+    first_seq: int
+    errors: int
+    pressure: bool = True
+    others: bool = True
+
+    def merged(self, other: Change) -> Change:
+        return Change(
+            self.conversation_id,
+            min(self.first_seq, other.first_seq),
+            self.errors + other.errors,
+            self.pressure or other.pressure,
+            self.others or other.others,
+        )
+
+
+def alerts_on_commit(conversation_id: uuid.UUID | str, *, first_seq: int, errors: int) -> None:
+    """The append paths' one call: once this transaction commits, the conversation's rules
+    are evaluated (in a server by its alert loop, off the request; elsewhere, or in a
+    server whose alert loop did not start, at once after the commit)."""
+    transaction.on_commit(partial(_committed, Change(str(conversation_id), first_seq, errors)))
+
+
+def _committed(change: Change) -> None:
+    from conversations.record import alert_loop  # the loop's side imports this module
+
+    loop = server_loop()
+    if loop is not None and alert_loop.started(loop):
+        loop.call_soon_threadsafe(alert_loop.submit, loop, change)
+        return
+    try:
+        alerts_evaluate(change)
+    except Exception:  # an alert is never worth failing the write that committed
+        log.exception("could not evaluate alerts for %s", change.conversation_id)
+
+
+def next_request_figure(conversation: Conversation) -> tuple[int, int | None]:
+    """The next request's tokens and the window they count against (docs/contract.md §7).
+
+    The one place evaluation reads token figures. For now it asks token_counts.pressure,
+    which reads the conversation's per-message block counts (cached by state); it is meant
+    to read the per-message figures kept at ingest once they are stored."""
+    p = token_counts.pressure(conversation, ReplayOptions())
+    return p.headline.next.tokens, p.window.tokens
+
+
+@dataclass(slots=True)
+class State:
+    """What evaluation reads of one conversation's alert state, in two queries whatever
+    the number of rules: the rules with a running episode, and the `unanswered` clocks."""
+
+    running: set[int]
+    timers: dict[int, int]  # rule → the seq its clock started at
+
+
+def alerts_evaluate(change: Change) -> int:
+    """Evaluate every rule watching the conversation after `change`; the number fired.
+
+    Reads the rules, the conversation's row and its alert state: nothing that
+    grows with the conversation, but for `pressure`'s figure (`next_request_figure`)."""
+    rules = list(AlertRule.objects.order_by("id")[:MAX_RULES])  # a small table, read whole
+    if not rules:
+        return 0
+    conversation = Conversation.objects.filter(pk=change.conversation_id).first()
+    if conversation is None or conversation.message_count == 0:
+        return 0
+    watching = [
+        r for r in rules if core.matches(r.match, conversation.title, conversation.metadata)
+    ]
+    if not watching:
+        return 0
+    state = State(
+        set(
+            Alert.objects.filter(conversation=conversation, ended_at__isnull=True).values_list(
+                "rule_id", flat=True
+            )
+        ),
+        dict(AlertTimer.objects.filter(conversation=conversation).values_list("rule_id", "seq"))
+        if any(r.kind == "unanswered" for r in watching)
+        else {},
+    )
+    fired = 0
+    figure: tuple[int, int | None] | None = None
+    now = timezone.now()
+    last = conversation.message_count - 1
+    for rule in watching:
+        running = rule.pk in state.running
+        kind = cast(core.Kind, rule.kind)
+        match kind:
+            case "pressure":
+                if figure is None:
+                    figure = next_request_figure(conversation)
+                tokens, window = figure
+                percent = rule.threshold_percent or core.DEFAULT_THRESHOLD_PERCENT
+                if core.pressure_reached(tokens, window, percent):
+                    assert window is not None
+                    if not running:
+                        detail = core.pressure_detail(tokens, window, percent)
+                        fired += _fire(rule, conversation, last, detail)
+                elif running:
+                    _end(rule, conversation, now)
+            case "tool_error":
+                if change.errors and not running:
+                    plural = "s" if change.errors != 1 else ""
+                    detail = (
+                        f"{change.errors} tool error{plural} up to message #{last} "
+                        f"({conversation.error_count:,} in the conversation)."
+                    )
+                    fired += _fire(rule, conversation, last, detail)
+            case "unanswered":
+                _clock(rule, conversation, last, now, running, state.timers.get(rule.pk))
+            case "compaction":
+                for mark in nr.boundary_marks(conversation.metadata):
+                    seq = whole_number(mark.get("seq"))
+                    if seq is not None and change.first_seq <= seq <= last:
+                        fired += _fire(
+                            rule, conversation, seq, _compaction_detail(seq, mark), ended=True
+                        )
+            case _:
+                assert_never(kind)
+    return fired
+
+
+def _compaction_detail(seq: int, mark: Any) -> str:
+    trigger = mark.get("trigger")
+    pre = whole_number(mark.get("pre_tokens"))
+    said = f" ({trigger})" if isinstance(trigger, str) and trigger else ""
+    tokens = f" at {pre:,} tokens" if pre is not None else ""
+    return f"Compacted before message #{seq}{said}{tokens}."
+
+
+def _end(rule: AlertRule, conversation: Conversation, now: Any) -> None:
+    Alert.objects.filter(rule=rule, conversation=conversation, ended_at__isnull=True).update(
+        ended_at=now
+    )
+
+
+def _clock(
+    rule: AlertRule,
+    conversation: Conversation,
+    last: int,
+    now: Any,
+    running: bool,
+    timer_seq: int | None,
+) -> None:
+    """An `unanswered` rule after an append: the last message's open calls start (or keep)
+    its clock; none stop it and end the episode. Writes only what changes."""
+    if conversation.unanswered_calls == 0:
+        if timer_seq is not None:
+            AlertTimer.objects.filter(rule=rule, conversation=conversation).delete()
+        if running:
+            _end(rule, conversation, now)
+        return
+    if running:
+        return
+    due = now + timedelta(seconds=rule.after_seconds or core.DEFAULT_AFTER_SECONDS)
+    if timer_seq is None:
+        try:
+            with transaction.atomic():
+                AlertTimer.objects.create(
+                    rule=rule, conversation=conversation, seq=last, due_at=due
+                )
+        except IntegrityError:
+            pass  # another process started it
+    elif timer_seq != last:  # a new last message holds the open calls: they wait from now
+        AlertTimer.objects.filter(rule=rule, conversation=conversation).update(seq=last, due_at=due)
+
+
+def alerts_due(*, now: Any = None) -> int:
+    """Fire the `unanswered` clocks that are due (the alert loop's tick: this fires also
+    when nothing is written); each clock is claimed by one process. The number fired."""
+    now = now or timezone.now()
+    fired = 0
+    with transaction.atomic():
+        due = list(
+            AlertTimer.objects.select_for_update(skip_locked=True)
+            .filter(due_at__lte=now)
+            .order_by("due_at")[:TIMERS_PER_TICK]
+        )
+        for timer in due:
+            conversation = Conversation.objects.filter(pk=timer.conversation_id).first()
+            rule = AlertRule.objects.filter(pk=timer.rule_id).first()
+            timer.delete()
+            if conversation is None or rule is None:
+                continue
+            if conversation.unanswered_calls and conversation.message_count - 1 == timer.seq:
+                after = rule.after_seconds or core.DEFAULT_AFTER_SECONDS
+                calls = conversation.unanswered_calls
+                plural = "calls" if calls != 1 else "call"
+                detail = (
+                    f"{calls} tool {plural} in message #{timer.seq} unanswered for {after:,} s."
+                )
+                fired += _fire(rule, conversation, timer.seq, detail)
+    return fired
+
+
+def _fire(
+    rule: AlertRule, conversation: Conversation, seq: int, detail: str, *, ended: bool = False
+) -> int:
+    """Store an alert (and its delivery), announce it on commit; 0 if this episode or this
+    seq has fired already (the constraints decide, across processes)."""
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            alert = Alert.objects.create(
+                rule=rule,
+                conversation=conversation,
+                seq=seq,
+                detail=core.cut(detail, core.DETAIL_CHARS),
+                fired_at=now,
+                ended_at=now if ended else None,
+            )
+            if rule.webhook_url:
+                Delivery.objects.create(
+                    alert=alert,
+                    url=rule.webhook_url,
+                    body=webhook_body(alert, rule, conversation),
+                    created_at=now,
+                    next_attempt_at=now,
+                )
+                transaction.on_commit(_wake_sender)
+            _announce(str(conversation.pk), alert.pk, "fired")
+    except IntegrityError:
+        return 0
+    return 1
+
+
+def webhook_body(alert: Alert, rule: AlertRule, conversation: Conversation) -> bytes:
+    """The JSON every attempt of the alert's delivery sends (docs/contract.md §11)."""
+    url = settings.REPLAY_BASE_URL + conversation.get_absolute_url() + f"#m-{alert.seq}"
+    return orjson.dumps(
+        {
+            "id": alert.pk,
+            "rule": rule.pk,
+            "kind": rule.kind,
+            "conversation": str(conversation.pk),
+            "url": url,
+            "seq": alert.seq,
+            "detail": alert.detail,
+            "fired_at": alert.fired_at.isoformat(),
+        }
+    )
+
+
+def _wake_sender() -> None:
+    from conversations.record import alert_loop
+
+    loop = server_loop()
+    if loop is not None and alert_loop.started(loop):
+        loop.call_soon_threadsafe(alert_loop.wake, loop)
