@@ -217,9 +217,10 @@ class _Stored:
         self.options = options
         self.upto = upto
         self.default = (options.vision, options.shape) == stored_counts.DEFAULT
-        last_row = self._messages().order_by("-seq")
-        if upto is not None:
-            last_row = last_row.filter(seq__lte=upto)
+        # At most the conversation's row as read: a message appended since is not counted
+        # under that state's key.
+        top = conversation.message_count - 1 if upto is None else upto
+        last_row = self._messages().filter(seq__lte=top).order_by("-seq")
         found = last_row.values_list("seq", "cumulative", "counts").first()
         self.last, through, data = found if found is not None else (-1, 0, {})
         self.through_default = through or 0
