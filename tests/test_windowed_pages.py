@@ -23,10 +23,12 @@ def record(turns: int = 60) -> Any:
     ]
     for i in range(turns):
         messages.append(
-            ("assistant", [{"type": "reasoning", "text": f"step {i}"},
+            ("assistant", [{"type": "reasoning",
+                            "text": compact.CLEARED_REASONING if i == 9 else f"step {i}"},
                            tool_use(f"c{i}", "grep" if i % 3 else "ls", q=str(i))], {})
         )  # fmt: skip
-        user = [tool_result(f"c{i}", f"result {i} " * 5)]
+        said = compact.CLEARED_RESULT if i == 7 else f"result {i} " * 5  # once already cleared
+        user = [tool_result(f"c{i}", said)]
         if i % 17 == 4:
             user.append(png())
         messages.append(("user", user, {}))
@@ -40,6 +42,9 @@ def record(turns: int = 60) -> Any:
 
 SIDES = [
     ({}, {"compact": "microcompact"}),
+    ({}, {"compact": "microcompact", "keep": "0"}),
+    ({}, {"compact": "microcompact", "keep": "500"}),
+    ({}, {"compact": "clear_thinking", "keep": "0"}),
     ({}, {"compact": "clear_thinking"}),
     ({}, {"compact": "boundary"}),
     (

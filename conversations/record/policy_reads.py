@@ -11,13 +11,16 @@ never depends on its text, so the replacements are the policy's own.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
+from django.db.models import Q
 from django.db.models.functions import Substr
 
 from conversations.core import compact, replay
+from conversations.core.blocks import kind_of
 from conversations.core.compact import Policy
 from conversations.record.models import Block, Conversation, Message
 from conversations.record.rows import block_value
@@ -41,9 +44,97 @@ class PolicyResult:
     kept_from: int
     note: str
 
-    @property
-    def changed_seqs(self) -> set[int]:
-        return {seq for seq, _ in self.changes}
+    def in_window(self, seq: int, message: replay.StoredMessage) -> replay.StoredMessage:
+        """Message `seq` (as the window read it) with the policy's replacements."""
+        blocks = tuple(self.changes.get((seq, j), b) for j, b in enumerate(message.blocks))
+        return replay.StoredMessage(message.role, blocks)
+
+    def changed_from(self, seq: int) -> set[int]:
+        """The seqs at or after `seq` of the messages the policy changes."""
+        return {s for s, _ in self.changes if s >= seq}
+
+
+@dataclass(frozen=True)
+class CutoffResult(PolicyResult):
+    """A policy that changes every block of `kind` before a cutoff (microcompact: every tool
+    result but the `keep` latest) or outside the `kept` messages (clear_thinking: every
+    reasoning block but those of the `keep` latest assistant turns), unless the block
+    already holds its marker: found with one query, its changes per window."""
+
+    conversation: Conversation | None = None
+    kind: str = ""
+    marker: str = ""
+    cutoff: tuple[int, int] | None = None  # (message seq, block seq): blocks before change
+    kept: frozenset[int] = frozenset()  # message seqs whose blocks do not change
+
+    def _changes(self, seq: int, j: int, block: replay.Block) -> bool:
+        if kind_of(block) != self.kind or prose_marker(block) == self.marker:
+            return False
+        if self.cutoff is not None:
+            return (seq, j) < self.cutoff
+        return seq not in self.kept
+
+    def in_window(self, seq: int, message: replay.StoredMessage) -> replay.StoredMessage:
+        blocks = tuple(
+            _cleared(b, self.marker) if self._changes(seq, j, b) else b
+            for j, b in enumerate(message.blocks)
+        )
+        return replay.StoredMessage(message.role, blocks)
+
+    def changed_from(self, seq: int) -> set[int]:
+        rows = Block.objects.filter(
+            message__conversation=self.conversation, type=self.kind, message__seq__gte=seq
+        ).exclude(text=self.marker)
+        if self.cutoff is not None:
+            at, block = self.cutoff
+            rows = rows.filter(Q(message__seq__lt=at) | Q(message__seq=at, seq__lt=block))
+        else:
+            rows = rows.exclude(message__seq__in=list(self.kept))
+        return set(rows.values_list("message__seq", flat=True).distinct())
+
+
+def prose_marker(block: replay.Block) -> str:
+    """The text a policy would have left in the block (its content or reasoning)."""
+    if isinstance(block, replay.ToolResultBlock):
+        return block.content
+    if isinstance(block, replay.ReasoningBlock):
+        return block.text
+    return ""
+
+
+def _cleared(block: replay.Block, marker: str) -> replay.Block:
+    if isinstance(block, replay.ToolResultBlock):
+        return dataclasses.replace(block, content=marker)
+    return replay.ReasoningBlock(marker)
+
+
+def _cutoff_result(conversation: Conversation, policy: Policy) -> CutoffResult | None:
+    """microcompact and clear_thinking without reading the blocks they look at."""
+    if policy.name == "microcompact":
+        found: tuple[int, int] | None = None
+        if policy.keep:
+            latest = (
+                Block.objects.filter(message__conversation=conversation, type="tool_result")
+                .order_by("-message__seq", "-seq")
+                .values_list("message__seq", "seq")[policy.keep - 1 : policy.keep]
+            )
+            found = next(iter(latest), None)
+            if found is None:  # no more results than it keeps
+                return CutoffResult({}, 0, "", conversation, "tool_result",
+                                    compact.CLEARED_RESULT, (-1, -1))  # fmt: skip
+        return CutoffResult(
+            {}, 0, "", conversation, "tool_result", compact.CLEARED_RESULT,
+            found if found is not None else (1 << 62, 0),
+        )  # fmt: skip
+    if policy.name == "clear_thinking":
+        assistant = Message.objects.filter(conversation=conversation, role="assistant")
+        kept = frozenset(assistant.order_by("-seq").values_list("seq", flat=True)[: policy.keep])
+        if not policy.keep:
+            kept = frozenset()
+        return CutoffResult(
+            {}, 0, "", conversation, "reasoning", compact.CLEARED_REASONING, None, kept
+        )
+    return None
 
 
 def compacted_blocks(
@@ -51,6 +142,9 @@ def compacted_blocks(
     input_tokens: int | None,
 ) -> PolicyResult:  # fmt: skip
     """Apply `policy` to the stored record, reading only the blocks it looks at."""
+    cutoff = _cutoff_result(conversation, policy)
+    if cutoff is not None:
+        return cutoff
     if policy.name == "boundary":
         seqs = compact.boundary_seqs(conversation.metadata)
         last = max(seqs) if seqs else 0
@@ -139,11 +233,7 @@ def window(
             elif row.seq < result.kept_from:
                 side.append(None)
             else:
-                blocks = tuple(
-                    result.changes.get((row.seq, j), block)
-                    for j, block in enumerate(message.blocks)
-                )
-                side.append(replay.StoredMessage(message.role, blocks))
+                side.append(result.in_window(row.seq, message))
         sides.append(side)
     return [r.seq for r in rows], [r.role for r in rows], sides
 

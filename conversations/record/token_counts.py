@@ -371,11 +371,14 @@ class _Stored:
             tuple(self.compactions(kept_marks)),
         )
         measured = None
-        latest = self.measured_rows(0, self.last)[-1:] if turns or first else []
-        if latest:
-            row = latest[0]
-            seq_before = self.before_seqs([row.seq])[row.seq]
-            measured = MeasuredInput(row.seq, row.input, overhead + seq_before)
+        latest = (
+            self._messages().filter(measured__isnull=False, seq__lte=self.last)
+            .order_by("-seq").values_list("seq", "measured", "cumulative", "tokens").first()
+        )  # fmt: skip
+        if latest is not None:
+            seq, measured_input, cumulative, own = latest
+            before_it = self.running(seq - 1, (cumulative or 0) - (own or 0))
+            measured = MeasuredInput(seq, measured_input, overhead + before_it)
         return Pressure(
             self.options, payload, window, trigger,
             self.trigger_seq(trigger, overhead), headline, self.last + 1, measured,
