@@ -167,3 +167,29 @@ def test_a_page_read_counts_nothing_and_reads_no_block_text(operator_client) -> 
             if '"conversations_block"."text"' in sql:
                 assert "SUBSTR" in sql.upper(), (path, sql)  # cut in SQL, never whole
     assert token_counts.stats["blocks_counted"] == before
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db
+def test_the_turns_summed_in_sql_equal_the_turns_read_one_by_one() -> None:
+    def said(n: int, response: str) -> dict[str, Any]:
+        return {"id": response, "usage": {"input_tokens": n, "output_tokens": 9}}
+
+    turns: list[tuple[str, list[dict[str, Any]], dict[str, Any]]] = [
+        ("user", [text("start " * 40)], {})
+    ]
+    inputs = [3000, 3400, 3300, 5200, 5900, 5900, 9000, 8000, 12000]
+    for i, n in enumerate(inputs):
+        response = f"r{i // 2}"  # responses stored in two pieces, a result between them
+        turns.append(
+            ("assistant", [tool_use(f"c{i}", "grep", q="x" * (i * 40))], said(n, response))
+        )
+        turns.append(("user", [tool_result(f"c{i}", "found " * (i * 30))], {}))
+    conversation = stored("turns", *turns)
+    for start in (0, 5, 9):
+        for last in (4, 11, conversation.message_count - 1):
+            reader = token_counts._Stored(conversation, ReplayOptions(), last)
+            rows = reader.measured_rows(start, last)
+            assert reader.calibration(start) == nr.calibration(nr.turns_of(rows)), (start, last)
+            basis = nr.turns_of(rows)[-1] if rows else None
+            assert reader.basis(start) == basis, (start, last)

@@ -217,6 +217,48 @@ def turns_of(rows: Iterable[MeasuredRow]) -> list[Turn]:
     return turns
 
 
+def calibration(turns: Sequence[Turn]) -> tuple[int, int]:
+    """(measured, estimated) growth between consecutive turns whose input grew: what
+    `calibrated_factor` weighs."""
+    measured = estimated = 0
+    for a, b in zip(turns, turns[1:], strict=False):
+        grew = b.input - a.input
+        if grew < 0:  # the provider dropped context between them: not a tokenizer figure
+            continue
+        measured += grew
+        estimated += b.before - a.before
+    return measured, estimated
+
+
+def factor_of(sums: tuple[int, int], model: str | None) -> float:
+    """The tokenizer factor from `calibration`'s sums, else the model's prior."""
+    measured, estimated = sums
+    if estimated < CALIBRATION_MIN_TOKENS:
+        return prior_factor(model)
+    low, high = FACTOR_BOUNDS
+    return min(high, max(low, measured / estimated))
+
+
+def next_request_at(
+    basis: Turn | None,
+    factor: float,
+    *,
+    overhead: int,
+    since: int,
+    through: int,
+    unrecorded_tokens: int | None,
+) -> NextRequest:
+    """`next_request` from running totals: `basis` the latest measured turn after the last
+    boundary up to the message asked about, `since` the running estimate before that
+    boundary, `through` the running estimate up to and including the message asked about.
+    Equal to `next_request` over the messages between (tests/test_next_request.py)."""
+    if basis is None:
+        estimate = overhead + through - since
+        return NextRequest(estimate + (unrecorded_tokens or 0), "estimated", None, None, 0, 1.0)
+    added = round(factor * (through - basis.before))
+    return NextRequest(basis.input + added, "measured", basis.last, basis.input, added, factor)
+
+
 def next_request_of(
     turns: Sequence[Turn],
     *,
@@ -226,27 +268,15 @@ def next_request_of(
     model: str | None,
     unrecorded_tokens: int | None,
 ) -> NextRequest:
-    """`next_request` from running totals: `turns` after the last boundary up to the message
-    asked about, `since` the running estimate before that boundary, `through` the running
-    estimate up to and including the message asked about. Equal to `next_request` over the
-    messages between (tests/test_next_request.py checks it)."""
-    if not turns:
-        estimate = overhead + through - since
-        return NextRequest(estimate + (unrecorded_tokens or 0), "estimated", None, None, 0, 1.0)
-    factor = prior_factor(model)
-    measured = estimated = 0
-    for a, b in zip(turns, turns[1:], strict=False):
-        grew = b.input - a.input
-        if grew < 0:
-            continue
-        measured += grew
-        estimated += b.before - a.before
-    if estimated >= CALIBRATION_MIN_TOKENS:
-        low, high = FACTOR_BOUNDS
-        factor = min(high, max(low, measured / estimated))
-    basis = turns[-1]
-    added = round(factor * (through - basis.before))
-    return NextRequest(basis.input + added, "measured", basis.last, basis.input, added, factor)
+    """`next_request_at` from every measured turn after the last boundary."""
+    return next_request_at(
+        turns[-1] if turns else None,
+        factor_of(calibration(turns), model),
+        overhead=overhead,
+        since=since,
+        through=through,
+        unrecorded_tokens=unrecorded_tokens,
+    )
 
 
 def unrecorded_of(first: Turn | None, *, overhead: int, since: int) -> Unrecorded:

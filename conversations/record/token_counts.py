@@ -17,6 +17,8 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar, cast
 
+from django.db import connection
+
 from conversations.core import compact, context_windows, list_status, replay, stored_counts, tokens
 from conversations.core import next_request as nr
 from conversations.core.blocks import BlockKind, Role
@@ -324,7 +326,7 @@ class _Stored:
         )  # fmt: skip
         found = list(rows[:limit] if limit is not None else rows)
         own = {seq: (cum or 0) - (n or 0) for seq, _, _, cum, n in found}
-        starts = [max(t or seq, start) for seq, _, t, _, _ in found]
+        starts = [max(t if t is not None else seq, start) for seq, _, t, _, _ in found]
         other = self.before_seqs([s for s in starts if s not in own]) if found else {}
         out = []
         for (seq, measured, _, _, _), turn_start in zip(found, starts, strict=True):
@@ -334,6 +336,54 @@ class _Stored:
             )  # fmt: skip
             out.append(nr.MeasuredRow(seq, measured, turn_start, before))
         return out
+
+    def calibration(self, start: int) -> tuple[int, int]:
+        """`nr.calibration` over the measured turns in [start, last], in one aggregate
+        query: a turn is its first measured message (consecutive ones of one response are
+        one turn), the estimate before it the running total before its response began."""
+        table = Message._meta.db_table
+        sql = f"""
+            WITH m AS (
+                SELECT seq, measured, cumulative, tokens,
+                       CASE WHEN COALESCE(turn_start, seq) < %s THEN %s
+                            ELSE COALESCE(turn_start, seq) END AS start
+                FROM {table}
+                WHERE conversation_id = %s AND measured IS NOT NULL AND seq >= %s AND seq <= %s
+            ), l AS (
+                SELECT m.*, LAG(start) OVER (ORDER BY seq) AS previous FROM m
+            ), heads AS (
+                SELECT seq, measured,
+                       CASE WHEN start = seq THEN COALESCE(cumulative, 0) - COALESCE(tokens, 0)
+                            ELSE COALESCE((SELECT p.cumulative FROM {table} p
+                                           WHERE p.conversation_id = %s AND p.seq = l.start - 1),
+                                          0) END AS before
+                FROM l WHERE previous IS NULL OR previous <> start
+            ), pairs AS (
+                SELECT measured - LAG(measured) OVER (ORDER BY seq) AS grew,
+                       before - LAG(before) OVER (ORDER BY seq) AS added
+                FROM heads
+            )
+            SELECT COALESCE(SUM(CASE WHEN grew >= 0 THEN grew ELSE 0 END), 0),
+                   COALESCE(SUM(CASE WHEN grew >= 0 THEN added ELSE 0 END), 0)
+            FROM pairs
+        """  # noqa: S608 (the table's name is the model's, never input)
+        cid = Conversation._meta.pk.get_db_prep_value(self.conversation.pk, connection)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [start, start, cid, start, self.last, cid])
+            measured, added = cursor.fetchone()
+        return int(measured), int(added)
+
+    def basis(self, start: int) -> nr.Turn | None:
+        """The latest measured turn in [start, last]: its latest message, then its own."""
+        latest = (
+            self._messages().filter(measured__isnull=False, seq__gte=start, seq__lte=self.last)
+            .order_by("-seq").values_list("seq", "turn_start").first()
+        )  # fmt: skip
+        if latest is None:
+            return None
+        seq, turn_start = latest
+        rows = self.measured_rows(max(start, turn_start if turn_start is not None else seq), seq)
+        return nr.turns_of(rows)[-1]
 
     def pressure(self, query: Mapping[str, str], policy: Policy | None) -> Pressure:
         payload = self.payload()
@@ -347,8 +397,16 @@ class _Stored:
         befores = self.before_seqs(kept + ([boundary] if boundary is not None else []))
         since = befores[boundary] if boundary is not None else 0
         through = self.running(self.last, self.through_default)
-        turns = nr.turns_of(self.measured_rows(boundary or 0, self.last))
-        first = turns[0] if turns else None
+        start = boundary or 0
+        if self.default:  # the growth between turns summed in SQL; two turns read
+            sums = self.calibration(start)
+            rows = self.measured_rows(start, self.last, FIRST_TURN_ROWS)
+            first = next(iter(nr.turns_of(rows)), None)
+            basis = self.basis(start)
+        else:  # each varying message moves the running totals: the turns are read
+            turns = nr.turns_of(self.measured_rows(start, self.last))
+            sums = nr.calibration(turns)
+            first, basis = (turns[0], turns[-1]) if turns else (None, None)
         if first is None:  # a later measurement still tells what the request lacks
             later = self.measured_rows(
                 boundary or 0, self.conversation.message_count, FIRST_TURN_ROWS
@@ -358,12 +416,12 @@ class _Stored:
         headline = Headline(
             self.upto,
             boundary,
-            nr.next_request_of(
-                turns,
+            nr.next_request_at(
+                basis,
+                nr.factor_of(sums, window.model or None),
                 overhead=overhead,
                 since=since,
                 through=through,
-                model=window.model or None,
                 unrecorded_tokens=unrecorded.tokens,
             ),  # fmt: skip
             unrecorded,
