@@ -221,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
         session = benchkit.operator_session(f"bench-counts-{os.getpid()}")
         from django.db import connection
 
+        with connection.cursor() as cursor:  # as autovacuum does soon after a bulk load
+            cursor.execute("ANALYZE")
         connection.close()
         bench_pages(results, env, tmp, session, conversation)
     return results.finish(began, args.json)

@@ -69,6 +69,10 @@ class LRU(Generic[K, V]):
             self.items.clear()
 
 
+# The models' windows are read on every count: their table loads with this module (with the
+# URLs, at a server's start-up), not on the first page after a restart.
+context_windows.preload()
+
 # (conversation, message count, block total, toggles, overrides, trigger) → Pressure
 pressure_cache: LRU[tuple[Any, ...], Pressure] = LRU(32)
 # Blocks counted at read time: only those a compaction policy changed (tests check it).
