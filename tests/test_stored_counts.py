@@ -171,7 +171,7 @@ def test_a_page_read_counts_nothing_and_reads_no_block_text(operator_client) -> 
 
 @pytest.mark.sqlite
 @pytest.mark.django_db
-def test_the_turns_summed_in_sql_equal_the_turns_read_one_by_one() -> None:
+def test_the_turns_summed_in_sql_equal_the_turns_read_one_by_one(monkeypatch) -> None:
     def said(n: int, response: str) -> dict[str, Any]:
         return {"id": response, "usage": {"input_tokens": n, "output_tokens": 9}}
 
@@ -186,10 +186,14 @@ def test_the_turns_summed_in_sql_equal_the_turns_read_one_by_one() -> None:
         )
         turns.append(("user", [tool_result(f"c{i}", "found " * (i * 30))], {}))
     conversation = stored("turns", *turns)
-    for start in (0, 5, 9):
-        for last in (4, 11, conversation.message_count - 1):
-            reader = token_counts._Stored(conversation, ReplayOptions(), last)
-            rows = reader.measured_rows(start, last)
-            assert reader.calibration(start) == nr.calibration(nr.turns_of(rows)), (start, last)
-            basis = nr.turns_of(rows)[-1] if rows else None
-            assert reader.basis(start) == basis, (start, last)
+    for latest in (nr.CALIBRATION_MESSAGES, 3):  # … and on only the latest measured ones
+        monkeypatch.setattr(nr, "CALIBRATION_MESSAGES", latest)
+        for start in (0, 5, 9):
+            for last in (4, 11, conversation.message_count - 1):
+                reader = token_counts._Stored(conversation, ReplayOptions(), last)
+                rows = reader.measured_rows(start, last, latest=True)
+                sums = nr.calibration(nr.turns_of(rows))
+                assert reader.calibration(start) == sums, (latest, start, last)
+                every = reader.measured_rows(start, last)
+                basis = nr.turns_of(every)[-1] if every else None
+                assert reader.basis(start) == basis, (start, last)

@@ -34,6 +34,9 @@ CLAUDE_FACTOR = 1.1
 # estimated tokens: below it, per-message framing the record cannot see dominates.
 CALIBRATION_MIN_TOKENS = 2_000
 FACTOR_BOUNDS = (0.8, 1.5)
+# The stored record calibrates on its latest measured messages only (a bounded read at any
+# length; the tokenizer's ratio does not drift over a conversation).
+CALIBRATION_MESSAGES = 1_000
 LARGEST = 10
 
 

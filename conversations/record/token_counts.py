@@ -320,15 +320,21 @@ class _Stored:
             size *= 2
 
     def measured_rows(
-        self, start: int, stop: int, limit: int | None = None
+        self, start: int, stop: int, limit: int | None = None, *, latest: bool = False
     ) -> list[nr.MeasuredRow]:
-        """The measured messages with seq in [start, stop], with the running estimate
-        before each one's turn started."""
+        """The measured messages with seq in [start, stop] (the first `limit`; `latest`:
+        the last `CALIBRATION_MESSAGES`), with the running estimate before each one's turn
+        began."""
         rows = (
             self._messages().filter(measured__isnull=False, seq__gte=start, seq__lte=stop)
-            .order_by("seq").values_list("seq", "measured", "turn_start", "cumulative", "tokens")
+            .values_list("seq", "measured", "turn_start", "cumulative", "tokens")
         )  # fmt: skip
-        found = list(rows[:limit] if limit is not None else rows)
+        if latest:
+            found = list(rows.order_by("-seq")[: nr.CALIBRATION_MESSAGES])[::-1]
+        else:
+            found = list(
+                rows.order_by("seq")[:limit] if limit is not None else rows.order_by("seq")
+            )
         own = {seq: (cum or 0) - (n or 0) for seq, _, _, cum, n in found}
         starts = [max(t if t is not None else seq, start) for seq, _, t, _, _ in found]
         other = self.before_seqs([s for s in starts if s not in own]) if found else {}
@@ -342,9 +348,10 @@ class _Stored:
         return out
 
     def calibration(self, start: int) -> tuple[int, int]:
-        """`nr.calibration` over the measured turns in [start, last], in one aggregate
-        query: a turn is its first measured message (consecutive ones of one response are
-        one turn), the estimate before it the running total before its response began."""
+        """`nr.calibration` over the measured turns of the latest `CALIBRATION_MESSAGES`
+        measured messages in [start, last], in one aggregate query: a turn is its first
+        measured message (consecutive ones of one response are one turn), the estimate
+        before it the running total before its response began."""
         table = Message._meta.db_table
         sql = f"""
             WITH m AS (
@@ -353,6 +360,7 @@ class _Stored:
                             ELSE COALESCE(turn_start, seq) END AS start
                 FROM {table}
                 WHERE conversation_id = %s AND measured IS NOT NULL AND seq >= %s AND seq <= %s
+                ORDER BY seq DESC LIMIT %s
             ), l AS (
                 SELECT m.*, LAG(start) OVER (ORDER BY seq) AS previous FROM m
             ), heads AS (
@@ -373,7 +381,8 @@ class _Stored:
         """  # noqa: S608 (the table's name is the model's, never input)
         cid = Conversation._meta.pk.get_db_prep_value(self.conversation.pk, connection)
         with connection.cursor() as cursor:
-            cursor.execute(sql, [start, start, cid, start, self.last, cid])
+            latest = nr.CALIBRATION_MESSAGES
+            cursor.execute(sql, [start, start, cid, start, self.last, latest, cid])
             measured, added = cursor.fetchone()
         return int(measured), int(added)
 
@@ -408,9 +417,11 @@ class _Stored:
             first = next(iter(nr.turns_of(rows)), None)
             basis = self.basis(start)
         else:  # each varying message moves the running totals: the turns are read
-            turns = nr.turns_of(self.measured_rows(start, self.last))
+            turns = nr.turns_of(self.measured_rows(start, self.last, latest=True))
             sums = nr.calibration(turns)
-            first, basis = (turns[0], turns[-1]) if turns else (None, None)
+            rows = self.measured_rows(start, self.last, FIRST_TURN_ROWS)
+            first = next(iter(nr.turns_of(rows)), None)
+            basis = turns[-1] if turns else None
         if first is None:  # a later measurement still tells what the request lacks
             later = self.measured_rows(
                 boundary or 0, self.conversation.message_count, FIRST_TURN_ROWS
