@@ -474,11 +474,22 @@ class _Stored:
                 .order_by("seq").values_list("pk", "seq", "role", "counts")
             )  # fmt: skip
             found += list(varying[: 10 * nr.LARGEST])
-        blocks: list[nr.HeavyBlock] = []
-        for pk, seq, role, data in {row[0]: row for row in found}.values():
-            count = stored_counts.exact_count(
-                role, _facts(pk, data or {}), vision=self.options.vision, shape=self.options.shape
+        messages = {row[0]: row for row in found}
+        facts: dict[int, list[StoredFacts]] = {pk: [] for pk in messages}
+        rows = (
+            Block.objects.filter(message_id__in=list(messages))
+            .order_by("message_id", "seq")
+            .values_list("message_id", "seq", "type", "tokens", "media_type", "width", "height")
+        )  # one query for the candidates' blocks (no texts)
+        for message_id, seq, kind, n, media, width, height in rows:
+            blank = stored_counts.blank_of(messages[message_id][3] or {})
+            facts[message_id].append(
+                StoredFacts(cast(BlockKind, kind), n or 0, seq in blank, media, width, height)
             )
+        blocks: list[nr.HeavyBlock] = []
+        for pk, seq, role, _ in messages.values():
+            vision, shape = self.options.vision, self.options.shape
+            count = stored_counts.exact_count(role, facts[pk], vision=vision, shape=shape)
             blocks.extend(nr.heavy_blocks(seq, count))
         return nr.largest(blocks)
 
