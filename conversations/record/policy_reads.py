@@ -90,7 +90,7 @@ class CutoffResult(PolicyResult):
             rows = rows.filter(Q(message__seq__lt=at) | Q(message__seq=at, seq__lt=block))
         else:
             rows = rows.exclude(message__seq__in=list(self.kept))
-        return set(rows.values_list("message__seq", flat=True).distinct())
+        return set(rows.order_by().values_list("message__seq", flat=True).distinct())
 
 
 def prose_marker(block: replay.Block) -> str:
@@ -113,8 +113,14 @@ def _cutoff_result(conversation: Conversation, policy: Policy) -> CutoffResult |
     if policy.name == "microcompact":
         found: tuple[int, int] | None = None
         if policy.keep:
+            # The latest messages holding a tool result (their stored figures say so), then
+            # their results: no read of every block.
+            holding = (
+                Message.objects.filter(conversation=conversation, counts__o__has_key="tool_result")
+                .order_by("-seq").values_list("pk", flat=True)[: policy.keep]
+            )  # fmt: skip
             latest = (
-                Block.objects.filter(message__conversation=conversation, type="tool_result")
+                Block.objects.filter(message_id__in=list(holding), type="tool_result")
                 .order_by("-message__seq", "-seq")
                 .values_list("message__seq", "seq")[policy.keep - 1 : policy.keep]
             )
