@@ -12,8 +12,9 @@ c) warm, in interleaved rounds against one daphne: the conversation page /c/ID/,
    context page /c/ID/context (≤ 1.3× the conversation page), the context page as of a
    message halfway (`?upto=`, ≤ 1.3×) and the diff page against microcompact
    (/c/ID/diff?b_compact=microcompact, ≤ 2×);
-d) cold: for each of those pages a fresh daphne (a restart: no in-process cache), one
-   request to the list page (Django's own start-up), then the page's first request:
+d) cold: for each of those pages a fresh daphne (a restart: no in-process cache), the list
+   page and the same page of a 100-message conversation first (the process's own start-up:
+   Django, its templates and modules), then the page's first request for the big one:
    ≤ 3× its warm time; the conversation page's is "the first open after a restart";
 e) memory: the server's peak RSS (VmHWM, reset before each request) minus its RSS before
    the request, for every page cold and warm: ≤ 100 MB.
@@ -122,11 +123,12 @@ def rss_mb(pid: int) -> float:
 
 
 def bench_pages(
-    results: Results, env: dict[str, str], tmp: Any, session: str, conversation: Any
+    results: Results, env: dict[str, str], tmp: Any, session: str, conversation: Any, small: Any
 ) -> None:
     import httpx2 as httpx
 
     paths = pages(conversation)
+    warmups = pages(small)
     growth: dict[str, float] = dict.fromkeys(paths, 0.0)
     cold: dict[str, float] = {}
     print("d) cold: each page's first request after a restart")
@@ -137,6 +139,7 @@ def bench_pages(
                 base_url=server.url, cookies={"sessionid": session}, timeout=600
             ) as web:
                 web.get("/").raise_for_status()  # Django's start-up, the session
+                web.get(warmups[name]).raise_for_status()  # the page's templates, modules
                 took, grew = timed(web, path, pid)
         cold[name] = took
         growth[name] = max(growth[name], grew)
@@ -218,13 +221,14 @@ def main(argv: list[str] | None = None) -> int:
         results.figure(f"b: {args.messages:,} messages stored (and counted)",
                        round(time.perf_counter() - start, 1), "s",
                        f"{conversation.block_count:,} blocks")  # fmt: skip
+        small = build(100)
         session = benchkit.operator_session(f"bench-counts-{os.getpid()}")
         from django.db import connection
 
         with connection.cursor() as cursor:  # as autovacuum does soon after a bulk load
             cursor.execute("ANALYZE")
         connection.close()
-        bench_pages(results, env, tmp, session, conversation)
+        bench_pages(results, env, tmp, session, conversation, small)
     return results.finish(began, args.json)
 
 
