@@ -14,6 +14,7 @@ from conversations.core.options import ReplayOptions
 from conversations.dashboard import presenters
 from conversations.dashboard.views import context as views
 from conversations.record import services, token_counts
+from conversations.record.schemas import BLOCK_ADAPTER
 from tests.builders import png, stored, text, tool_result, tool_use
 
 
@@ -89,3 +90,26 @@ def test_the_context_page_holds_one_window_and_the_whole_requests_figures(
         assert f'data-before="{p.total}"' in html  # the whole request's figures
         assert ('class="later"' in html) == (first < 301)
         assert ('class="earlier"' in html) == (first > 0)
+
+
+@pytest.mark.django_db
+def test_the_diff_kept_for_a_record_state_is_not_the_next_states() -> None:
+    conversation = record(10)
+    left = presenters.DiffSide("A", True, "openai", None, conversation)
+    right = presenters.DiffSide(
+        "B", True, "openai", compact.Policy.from_query({"compact": "microcompact"}), conversation
+    )
+    before = views._diff_window(conversation, left, right, 0, {})
+    for call in ("c10", "c11"):  # the latest three results are no longer c7 (cleared), c8, c9
+        services.message_append(
+            conversation=conversation,
+            role="user",
+            blocks=[BLOCK_ADAPTER.validate_python(tool_result(call, "one more result"))],
+        )
+    conversation.refresh_from_db()
+    payloads = (views._side_payload(conversation, left), views._side_payload(conversation, right))
+    after = views._diff_window(conversation, left, right, 0, {})
+    whole = presenters.diff_page(left, right, payloads, start=0, here_query={})
+    assert after["total_rows"] == whole["total_rows"] == before["total_rows"] + 2
+    assert after["differing"] == whole["differing"] == before["differing"] + 1  # c8
+    assert after["rows"] == whole["rows"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from django.db.models import Q
 from django.db.models.functions import Substr
@@ -25,6 +25,7 @@ from conversations.core.compact import Policy
 from conversations.record.models import Block, Conversation, Message
 from conversations.record.rows import block_value
 from conversations.record.selectors import preview_rows
+from conversations.record.token_counts import LRU
 
 MARKER_CHARS = 64  # longer than every policy's marker
 LOOKED_AT: dict[compact.PolicyName, tuple[str, ...]] = {
@@ -43,6 +44,7 @@ class PolicyResult:
     changes: Mapping[tuple[int, int], replay.Block]
     kept_from: int
     note: str
+    known: dict[int, set[int]] = dataclasses.field(default_factory=dict, compare=False)
 
     def in_window(self, seq: int, message: replay.StoredMessage) -> replay.StoredMessage:
         """Message `seq` (as the window read it) with the policy's replacements."""
@@ -126,11 +128,13 @@ def _cutoff_result(conversation: Conversation, policy: Policy) -> CutoffResult |
             )
             found = next(iter(latest), None)
             if found is None:  # no more results than it keeps
-                return CutoffResult({}, 0, "", conversation, "tool_result",
-                                    compact.CLEARED_RESULT, (-1, -1))  # fmt: skip
+                return CutoffResult(
+                    {}, 0, "", conversation=conversation, kind="tool_result",
+                    marker=compact.CLEARED_RESULT, cutoff=(-1, -1),
+                )  # fmt: skip
         return CutoffResult(
-            {}, 0, "", conversation, "tool_result", compact.CLEARED_RESULT,
-            found if found is not None else (1 << 62, 0),
+            {}, 0, "", conversation=conversation, kind="tool_result",
+            marker=compact.CLEARED_RESULT, cutoff=found if found is not None else (1 << 62, 0),
         )  # fmt: skip
     if policy.name == "clear_thinking":
         assistant = Message.objects.filter(conversation=conversation, role="assistant")
@@ -138,16 +142,53 @@ def _cutoff_result(conversation: Conversation, policy: Policy) -> CutoffResult |
         if not policy.keep:
             kept = frozenset()
         return CutoffResult(
-            {}, 0, "", conversation, "reasoning", compact.CLEARED_REASONING, None, kept
-        )
+            {}, 0, "", conversation=conversation, kind="reasoning",
+            marker=compact.CLEARED_REASONING, cutoff=None, kept=kept,
+        )  # fmt: skip
     return None
+
+
+# (conversation, its state, policy, toggles, input tokens) → what the policy does; and
+# (…, seq) → the messages it changes from seq on. The record is append-only, so a state
+# (message count, block count, boundaries) names the answer, as for the pressure.
+results_cache: LRU[tuple[Any, ...], PolicyResult] = LRU(16)
+
+
+def _state(conversation: Conversation) -> tuple[Any, ...]:
+    return (
+        conversation.id, conversation.message_count, conversation.block_count,
+        repr(compact.boundary_seqs(conversation.metadata)),
+    )  # fmt: skip
+
+
+def changed_from(result: PolicyResult, seq: int) -> set[int]:
+    """`result.changed_from(seq)`, kept with the result (per record state)."""
+    found = result.known.get(seq)
+    if found is None:
+        found = result.known[seq] = result.changed_from(seq)
+    return found
 
 
 def compacted_blocks(
     conversation: Conversation, policy: Policy, *, vision: bool, shape: replay.Shape,
     input_tokens: int | None,
 ) -> PolicyResult:  # fmt: skip
-    """Apply `policy` to the stored record, reading only the blocks it looks at."""
+    """Apply `policy` to the stored record, reading only the blocks it looks at (kept per
+    record state)."""
+    key = (*_state(conversation), policy, vision, shape, input_tokens)
+    found = results_cache.get(key)
+    if found is None:
+        found = _compacted_blocks(
+            conversation, policy, vision=vision, shape=shape, input_tokens=input_tokens
+        )
+        results_cache.put(key, found)
+    return found
+
+
+def _compacted_blocks(
+    conversation: Conversation, policy: Policy, *, vision: bool, shape: replay.Shape,
+    input_tokens: int | None,
+) -> PolicyResult:  # fmt: skip
     cutoff = _cutoff_result(conversation, policy)
     if cutoff is not None:
         return cutoff

@@ -225,7 +225,7 @@ def _diff_window(
     differs: set[int] = set()
     if left.policy != right.policy:
         for r in results:
-            differs |= r.changed_from(both) if r is not None else set()
+            differs |= policy_reads.changed_from(r, both) if r is not None else set()
     if left.vision != right.vision:
         differs |= policy_reads.image_seqs(conversation)
     differing = len({s for s in differs if s >= both}) + (both - first)
