@@ -70,6 +70,7 @@ bench: install
 	$(BIN)/python -m tests.bench_handshake || status=1; \
 	$(BIN)/python -m tests.bench_import || status=1; \
 	$(BIN)/python -m tests.bench_context || status=1; \
+	$(BIN)/python -m tests.bench_counts || status=1; \
 	$(BIN)/python -m tests.bench_tail || status=1; \
 	$(BIN)/python -m tests.bench_ingest || status=1; \
 	$(BIN)/python -m tests.bench_search || status=1; \

@@ -15,7 +15,7 @@ from django.db import connection
 from django.db.migrations.loader import MigrationLoader
 
 from conversations.record import selectors, services
-from conversations.record.models import Block, Conversation, SearchEntry
+from conversations.record.models import Block, Conversation, Message, SearchEntry
 from conversations.record.schemas import BLOCK_ADAPTER
 from tests.builders import png, stored, text, tool_result, tool_use
 
@@ -183,3 +183,44 @@ def test_the_backfill_keeps_an_error_appended_while_its_batch_runs() -> None:
     errors = Block.objects.filter(message__conversation=row, is_error=True).count()
     assert errors == 2
     assert (row.error_count, row.unanswered_calls, row.model) == (errors, 0, "m-1")
+
+
+# -- 0011 counts what was stored as the services count it --------------------------------
+
+FIGURES = ("tokens", "cumulative", "counts", "varies", "heaviest", "measured", "turn_start")
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+def test_the_counts_migration_writes_the_figures_the_services_write() -> None:
+    usage = {"id": "msg_a", "usage": {"input_tokens": 5, "cache_read_input_tokens": 900}}
+    conversation = stored(
+        "counted",
+        ("system", [text("You are careful."), text("  ")], {}),
+        ("user", [text("look"), png(), text(" \n "), text("this " * 9000 + "x" * 40_000)], {}),
+        ("assistant", [{"type": "reasoning", "text": "hm"}, tool_use("c1", "grep", q="a")],
+         usage),
+        ("user", [tool_result("c1", "found")], {}),
+        ("assistant", [text("done")], usage),
+        ("user", [text("   ")], {}),
+        ("user", [], {}),
+    )  # fmt: skip
+    written = {
+        row[0]: row[1:]
+        for row in Message.objects.filter(conversation=conversation).values_list("seq", *FIGURES)
+    }
+    blocks = dict(Block.objects.values_list("pk", "tokens"))
+    assert written[4][-2:] == (905, 2)  # one response stored in two messages: one turn
+
+    Message.objects.update(**dict.fromkeys(FIGURES[:3] + FIGURES[-2:]), varies=False, heaviest=0)
+    Block.objects.update(tokens=None)
+    counts = migration("0014_stored_counts")
+    with connection.schema_editor() as editor:
+        counts.backfill(state_apps("0014_stored_counts"), editor)
+
+    again = {
+        row[0]: row[1:]
+        for row in Message.objects.filter(conversation=conversation).values_list("seq", *FIGURES)
+    }
+    assert again == written
+    assert dict(Block.objects.values_list("pk", "tokens")) == blocks

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from tiktoken_ext import openai_public
 
 from conversations.core import replay, tokens
+from conversations.core.blocks import image_marker
 from conversations.core.replay import (
     ImageBlock,
     ReasoningBlock,
@@ -55,6 +56,15 @@ def test_known_counts() -> None:
     assert tokens.count_text("hello world") == 2
     assert tokens.separator_tokens() == 1
     assert tokens.count_text("<|endoftext|>") > 1  # special-token text counts as plain text
+
+
+def test_the_fixed_texts_counts_written_out_are_the_encoders() -> None:
+    # Read paths use these constants so that reading stored counts never loads the encoder.
+    assert tokens.separator_tokens() == tokens.count_text("\n\n")
+    assert tokens.empty_message_tokens() == tokens.count_text(replay.EMPTY_MESSAGE)
+    assert set(tokens.IMAGE_MARKER_TOKENS) == set(replay.IMAGE_MEDIA_TYPES)
+    for media_type, n in tokens.IMAGE_MARKER_TOKENS.items():
+        assert n == tokens.count_text(image_marker(media_type))
 
 
 @given(s.prose_blocks, st.booleans(), st.sampled_from(replay.SHAPES))

@@ -303,12 +303,12 @@ def context(request: HttpRequest, conversation_id: str) -> HttpResponse:
     try:
         if policy is None:
             return json_response(
-                token_counts.context_data(token_counts.pressure(found, options, query=query))
+                token_counts.context_data(found, token_counts.pressure(found, options, query=query))
             )
         preview = token_counts.preview(found, options, policy, query=query)
     except OptionError as exc:
         raise ApiError(400, exc.message, field=exc.field) from None
-    return json_response(token_counts.context_data(preview.after, preview))
+    return json_response(token_counts.context_data(found, preview.after, preview))
 
 
 def _sharing() -> None:

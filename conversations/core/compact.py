@@ -179,17 +179,22 @@ def compact(
     vision: bool = True,
     shape: Shape = "openai",
     input_tokens: int | None = None,
+    own_tokens: Mapping[tuple[int, int], int] | None = None,
 ) -> Compacted:
     """Apply `policy` to the record. `seqs` are the messages' stored seqs (0… by default),
     `boundaries` the seqs that start a stored compaction; vision and shape only matter to
     `clear_tool_uses`, whose trigger and clear_at_least are counted in tokens
-    (`input_tokens`: the uncompacted payload's count, when the caller has it)."""
+    (`input_tokens`: the uncompacted payload's count, when the caller has it;
+    `own_tokens`: (message index, block index) → a block's own count, when the caller has
+    it, as for a record of the blocks a policy looks at with their texts cut)."""
     seqs = tuple(seqs) if seqs is not None else tuple(range(len(messages)))
     match policy.name:
         case "microcompact":
             return _microcompact(messages, seqs, policy.keep)
         case "clear_tool_uses":
-            return _clear_tool_uses(messages, seqs, policy, vision, shape, input_tokens)
+            return _clear_tool_uses(
+                messages, seqs, policy, vision, shape, input_tokens, own_tokens or {}
+            )
         case "clear_thinking":
             return _clear_thinking(messages, seqs, policy.keep)
         case "boundary":
@@ -273,6 +278,7 @@ def _clear_tool_uses(
     vision: bool,
     shape: Shape,
     input_tokens: int | None,
+    own_tokens: Mapping[tuple[int, int], int],
 ) -> Compacted:
     """Anthropic's clear_tool_uses_20250919: at or over `trigger` input tokens, every tool
     use but the `keep` most recent (and those of `exclude_tools`) has its results cleared,
@@ -305,9 +311,13 @@ def _clear_tool_uses(
         return unchanged(messages, seqs, f"{len(uses)} tool uses, none to clear.")
     if policy.clear_at_least:
         # Replacing a block's text by a marker changes only that block's own count.
+        def own(i: int, j: int) -> int:
+            if (i, j) in own_tokens:
+                return own_tokens[(i, j)]
+            return tokens.block_tokens(messages[i].blocks[j], vision=vision, shape=shape)
+
         freed = sum(
-            tokens.block_tokens(messages[i].blocks[j], vision=vision, shape=shape)
-            - tokens.block_tokens(new, vision=vision, shape=shape)
+            own(i, j) - tokens.block_tokens(new, vision=vision, shape=shape)
             for (i, j), new in changes.items()
         )
         if freed < policy.clear_at_least:

@@ -32,6 +32,11 @@ def window_of(model: str) -> int | None:
     return info.context_window
 
 
+def preload() -> None:
+    """Load the table now (a server's start-up), not on a page's first count."""
+    window_of("")
+
+
 @dataclass(frozen=True, slots=True)
 class Window:
     """The window a view counts against: its size (None if unknown), the model it came

@@ -80,14 +80,34 @@ def text_diff(left: str, right: str) -> tuple[Segment, ...]:
     a, b = PIECES.findall(left), PIECES.findall(right)
     if len(a) > WORD_DIFF_LIMIT or len(b) > WORD_DIFF_LIMIT:
         a, b = left.splitlines(keepends=True), right.splitlines(keepends=True)
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    # The pieces both sides start and end with are equal runs as they are; only what lies
+    # between is matched (a cleared tool result: its message's other text is not re-matched).
+    head = 0
+    while head < min(len(a), len(b)) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    middle_a, middle_b = a[head : len(a) - tail], b[head : len(b) - tail]
+    matcher = difflib.SequenceMatcher(None, middle_a, middle_b, autojunk=False)
     # Runs of changes separated only by whitespace read as one change: merge them, so a
     # replaced sentence is one deletion and one insertion, not a word-by-word interleave.
     runs: list[tuple[str, str, str]] = []  # (op, left text, right text)
+    if head:
+        runs.append(("equal", "".join(a[:head]), "".join(b[:head])))
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        left_text, right_text = "".join(a[i1:i2]), "".join(b[j1:j2])
+        left_text, right_text = "".join(middle_a[i1:i2]), "".join(middle_b[j1:j2])
         op = "equal" if tag == "equal" else "change"
+        if runs and runs[-1][0] == op == "equal":  # the head run and an equal start
+            _, l0, r0 = runs.pop()
+            left_text, right_text = l0 + left_text, r0 + right_text
         runs.append((op, left_text, right_text))
+    if tail:
+        left_text, right_text = "".join(a[len(a) - tail :]), "".join(b[len(b) - tail :])
+        if runs and runs[-1][0] == "equal":
+            _, l0, r0 = runs.pop()
+            left_text, right_text = l0 + left_text, r0 + right_text
+        runs.append(("equal", left_text, right_text))
     merged: list[tuple[str, str, str]] = []
     for k, (op, left_text, right_text) in enumerate(runs):
         between = 0 < k < len(runs) - 1 and (not left_text.strip())

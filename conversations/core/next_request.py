@@ -34,6 +34,9 @@ CLAUDE_FACTOR = 1.1
 # estimated tokens: below it, per-message framing the record cannot see dominates.
 CALIBRATION_MIN_TOKENS = 2_000
 FACTOR_BOUNDS = (0.8, 1.5)
+# The stored record calibrates on its latest measured messages only (a bounded read at any
+# length; the tokenizer's ratio does not drift over a conversation).
+CALIBRATION_MESSAGES = 1_000
 LARGEST = 10
 
 
@@ -180,6 +183,111 @@ def next_request(
     return NextRequest(
         basis.input + since, "measured", figures[basis.last].seq, basis.input, since, factor
     )
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredRow:
+    """A measured assistant message as the stored figures give it: its seq, the input the
+    provider measured, the seq its response began at, and the estimate of every message
+    before that start (a running total from the record's first message)."""
+
+    seq: int
+    input: int
+    start: int
+    before: int
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One provider turn from `MeasuredRow`s: its start, its latest measured message, its
+    input and the running estimate before its start."""
+
+    start: int
+    last: int
+    input: int
+    before: int
+
+
+def turns_of(rows: Iterable[MeasuredRow]) -> list[Turn]:
+    """`measured_turns` from the measured messages alone (in seq order): consecutive rows of
+    one response are one turn, measured once."""
+    turns: list[Turn] = []
+    for row in rows:
+        if turns and turns[-1].start == row.start:
+            turns[-1] = Turn(row.start, row.seq, turns[-1].input, turns[-1].before)
+        else:
+            turns.append(Turn(row.start, row.seq, row.input, row.before))
+    return turns
+
+
+def calibration(turns: Sequence[Turn]) -> tuple[int, int]:
+    """(measured, estimated) growth between consecutive turns whose input grew: what
+    `calibrated_factor` weighs."""
+    measured = estimated = 0
+    for a, b in zip(turns, turns[1:], strict=False):
+        grew = b.input - a.input
+        if grew < 0:  # the provider dropped context between them: not a tokenizer figure
+            continue
+        measured += grew
+        estimated += b.before - a.before
+    return measured, estimated
+
+
+def factor_of(sums: tuple[int, int], model: str | None) -> float:
+    """The tokenizer factor from `calibration`'s sums, else the model's prior."""
+    measured, estimated = sums
+    if estimated < CALIBRATION_MIN_TOKENS:
+        return prior_factor(model)
+    low, high = FACTOR_BOUNDS
+    return min(high, max(low, measured / estimated))
+
+
+def next_request_at(
+    basis: Turn | None,
+    factor: float,
+    *,
+    overhead: int,
+    since: int,
+    through: int,
+    unrecorded_tokens: int | None,
+) -> NextRequest:
+    """`next_request` from running totals: `basis` the latest measured turn after the last
+    boundary up to the message asked about, `since` the running estimate before that
+    boundary, `through` the running estimate up to and including the message asked about.
+    Equal to `next_request` over the messages between (tests/test_next_request.py)."""
+    if basis is None:
+        estimate = overhead + through - since
+        return NextRequest(estimate + (unrecorded_tokens or 0), "estimated", None, None, 0, 1.0)
+    added = round(factor * (through - basis.before))
+    return NextRequest(basis.input + added, "measured", basis.last, basis.input, added, factor)
+
+
+def next_request_of(
+    turns: Sequence[Turn],
+    *,
+    overhead: int,
+    since: int,
+    through: int,
+    model: str | None,
+    unrecorded_tokens: int | None,
+) -> NextRequest:
+    """`next_request_at` from every measured turn after the last boundary."""
+    return next_request_at(
+        turns[-1] if turns else None,
+        factor_of(calibration(turns), model),
+        overhead=overhead,
+        since=since,
+        through=through,
+        unrecorded_tokens=unrecorded_tokens,
+    )
+
+
+def unrecorded_of(first: Turn | None, *, overhead: int, since: int) -> Unrecorded:
+    """`unrecorded` from running totals: the first measured turn after the last boundary,
+    and `since` the running estimate before that boundary."""
+    if first is None:
+        return Unrecorded(None, None)
+    return Unrecorded(max(0, first.input - (overhead + first.before - since)), first.last)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ import tiktoken
 
 from conversations.core.blocks import (
     Block,
+    BlockKind,
     ImageBlock,
     ReasoningBlock,
     Role,
@@ -32,7 +33,7 @@ from conversations.core.blocks import (
     image_marker,
     kind_of,
 )
-from conversations.core.replay import EMPTY_MESSAGE, Shape, StoredMessage, prose
+from conversations.core.replay import Shape, StoredMessage, prose
 
 TOKENIZER = "o200k_base"
 ENCODING_FILE = Path(__file__).with_name("encodings") / "o200k_base.tiktoken"
@@ -185,15 +186,20 @@ def _extrapolated(text: str, start: int, end: int) -> int:
     return round(counted * length / (3 * RUN_SAMPLE))
 
 
-@functools.cache
+# What the fixed texts of the projection count in o200k_base, written out so that reading
+# stored counts never loads the encoder (tests/test_tokens.py checks them against it).
+SEPARATOR_TOKENS = 1  # "\n\n"
+EMPTY_MESSAGE_TOKENS = 4  # "[Empty message]"
+IMAGE_MARKER_TOKENS = {"image/png": 15, "image/jpeg": 15, "image/gif": 16, "image/webp": 16}
+
+
 def separator_tokens() -> int:
     """The blank line that joins block prose inside a text part (docs/contract.md §2 rule 3)."""
-    return count_text("\n\n")
+    return SEPARATOR_TOKENS
 
 
-@functools.cache
 def empty_message_tokens() -> int:
-    return count_text(EMPTY_MESSAGE)
+    return EMPTY_MESSAGE_TOKENS
 
 
 # Images, vision on.
@@ -255,11 +261,26 @@ def block_tokens(block: Block, *, vision: bool, shape: Shape) -> int:
         case TextBlock() | ToolUseBlock() | ToolResultBlock() | ReasoningBlock():
             return count_text(prose(block))
         case ImageBlock():
-            if vision:
-                return image_tokens(block.width, block.height, shape)
-            return count_text(image_marker(block.media_type))
+            return image_own(
+                block.media_type, block.width, block.height, vision=vision, shape=shape
+            )
         case _:
             assert_never(block)
+
+
+def image_own(
+    media_type: str, width: int | None, height: int | None, *, vision: bool, shape: Shape
+) -> int:
+    """An image block's own tokens: arithmetic on its stored size (vision on) or its
+    marker's text (vision off); no image data is read."""
+    if vision:
+        return image_tokens(width, height, shape)
+    return _marker_tokens(media_type)
+
+
+def _marker_tokens(media_type: str) -> int:
+    known = IMAGE_MARKER_TOKENS.get(media_type)
+    return known if known is not None else count_text(image_marker(media_type))
 
 
 def count_kind(block: Block, role: Role) -> CountKind:
@@ -296,45 +317,70 @@ def message_count(
     own = list(counts) if counts is not None else [
         block_tokens(b, vision=vision, shape=shape) for b in blocks
     ]  # fmt: skip
-    lifted = shape == "anthropic" and message.role == "system"
+    facts = [BlockFacts(kind_of(b), blank(b)) for b in blocks]
+    return count_of_facts(message.role, facts, own, vision=vision, shape=shape)
+
+
+@dataclass(frozen=True, slots=True)
+class BlockFacts:
+    """What a message's count needs of a block besides its own tokens: its kind and
+    whether it is blank (empty or whitespace prose; an image never is)."""
+
+    kind: BlockKind
+    blank: bool
+
+
+def count_of_facts(
+    role: Role, facts: Sequence[BlockFacts], own: Sequence[int], *, vision: bool, shape: Shape
+) -> MessageCount:
+    """`message_count` from each block's kind, blankness and own count (for these toggles):
+    what a stored message's figures are recomputed from without reading its texts."""
+    lifted = shape == "anthropic" and role == "system"
     framing = 0 if lifted else MESSAGE_FRAMING[shape]
-    sent = [0] * len(blocks)
-    has_images = vision and any(type(b) is ImageBlock for b in blocks)
+    sent = [0] * len(facts)
+    has_images = vision and any(f.kind == "image" for f in facts)
     sep = separator_tokens()
     if has_images and not lifted:
         run: list[int] = []
-        for i, block in enumerate(blocks):
-            if type(block) is ImageBlock:
-                framing += _run(blocks, run, own, sent, sep)
+        for i, fact in enumerate(facts):
+            if fact.kind == "image":
+                framing += _run(facts, run, own, sent, sep)
                 run = []
                 sent[i] = own[i]
             else:
                 run.append(i)
-        framing += _run(blocks, run, own, sent, sep)
-    elif all(_blank(b) for b in blocks):
+        framing += _run(facts, run, own, sent, sep)
+    elif all(f.blank for f in facts):
         framing += empty_message_tokens()
     else:
-        sent = own
-        framing += sep * max(0, len(blocks) - 1)
+        sent = list(own)
+        framing += sep * max(0, len(facts) - 1)
     by_kind: dict[CountKind, int] = {}
-    kinds = tuple(count_kind(block, message.role) for block in blocks)
+    kinds = tuple(count_kind_of(f.kind, role) for f in facts)
     for kind, n in zip(kinds, sent, strict=True):
         by_kind[kind] = by_kind.get(kind, 0) + n
     return MessageCount(sum(sent) + framing, by_kind, framing, tuple(own), tuple(sent), kinds)
 
 
-def _blank(block: Block) -> bool:
+def count_kind_of(kind: BlockKind, role: Role) -> CountKind:
+    """`count_kind` from a block's kind."""
+    return "system" if role == "system" else kind
+
+
+def blank(block: Block) -> bool:
+    """Whether a block's prose is empty or whitespace (an image never is: vision off it is
+    its marker, vision on a part of its own)."""
     if type(block) is ImageBlock:
-        return False  # vision off: its marker; vision on: handled as a part
+        return False
     text = prose(block)
     return not text or text.isspace()
 
 
 def _run(
-    blocks: tuple[Block, ...], run: list[int], own: list[int], sent: list[int], sep: int
+    facts: Sequence[BlockFacts], run: list[int], own: Sequence[int], sent: list[int], sep: int
 ) -> int:
     """A run of non-image blocks: one text part, left out when blank; its joins' tokens."""
-    if not run or all(_blank(blocks[i]) for i in run):
+    if not run or all(facts[i].blank for i in run):
         return 0
     for i in run:
         sent[i] = own[i]

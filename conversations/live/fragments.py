@@ -76,7 +76,7 @@ def messages_frame(
     shown = token_counts.counted_shown(conversation, pressure, rows)
     margin = presenters.margin_counts(shown, pressure.window.tokens)
     compactions = presenters.compaction_views(
-        conversation.id, pressure.headline.compactions, pressure.cumulative
+        conversation.id, pressure.headline.compactions, pressure.dropped
     )
     views = presenters.message_views(
         conversation, rows, vision=vision, shape=shape, margin=margin, compactions=compactions

@@ -31,7 +31,6 @@ from conversations.record.rows import (
     BlockRow,
     MessageRow,
     block_value,
-    counted_of,
     stored_messages,
 )
 
@@ -176,15 +175,8 @@ def _run(conversation: Conversation, options: ReplayOptions, interner: compare.I
 def _message_tokens(
     conversation: Conversation, options: ReplayOptions, seqs: Sequence[int]
 ) -> dict[int, int]:
-    """The §7 count of each message at `seqs` (a page's worth), from the conversation's
-    pressure (cached per record state, so every page after the first reads no count)."""
-    pressure = token_counts.pressure(conversation, options)
-    out = {}
-    for seq in seqs:
-        counted = counted_of(pressure, seq)
-        if counted is not None:
-            out[seq] = counted.count.tokens
-    return out
+    """The §7 count of each message at `seqs` (a page's worth), as stored at ingest."""
+    return token_counts.stored_tokens(conversation, options, seqs)
 
 
 def _signatures(

@@ -92,6 +92,20 @@ class Message(models.Model):
     # Provenance (model, usage, stop reason, source ids and timestamps); never replayed.
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Token figures (docs/contract.md §7), written by the services as blocks are stored
+    # (`services.token_figures`), so no page counts stored text again: this message's count
+    # and the running total up to and including it, with the default toggles (vision on,
+    # openai); `counts` holds the figures by kind (and for every toggle when `varies`: the
+    # message holds an image or is a system message), `heaviest` its heaviest block, and
+    # `measured` the provider's measured input of an assistant turn (`turn_start`: the seq
+    # its response began at).
+    tokens = models.PositiveIntegerField(null=True, editable=False)
+    cumulative = models.BigIntegerField(null=True, editable=False)
+    counts = models.JSONField(null=True, editable=False)
+    varies = models.BooleanField(default=False, editable=False)
+    heaviest = models.PositiveIntegerField(default=0, editable=False)
+    measured = models.PositiveIntegerField(null=True, editable=False)
+    turn_start = models.PositiveIntegerField(null=True, editable=False)
 
     class Meta:
         # By the foreign key's column: ordering by "conversation" would join conversations
@@ -101,6 +115,19 @@ class Message(models.Model):
             models.UniqueConstraint(fields=["conversation", "seq"], name="message_seq_unique"),
             models.CheckConstraint(condition=Q(seq__gte=0), name="message_seq_gte_0"),
             models.CheckConstraint(condition=Q(role__in=Role.values), name="message_role_valid"),
+        ]
+        # The few rows a count reads past the running totals: the messages whose count
+        # depends on the toggles, the measured turns, and the heaviest blocks' messages.
+        indexes = [
+            models.Index(
+                fields=["conversation", "seq"], condition=Q(varies=True), name="message_varies"
+            ),
+            models.Index(
+                fields=["conversation", "seq"],
+                condition=Q(measured__isnull=False),
+                name="message_measured",
+            ),
+            models.Index(fields=["conversation", "-heaviest"], name="message_heaviest"),
         ]
 
     def __str__(self) -> str:
@@ -134,6 +161,9 @@ class Block(models.Model):
     # The source element an imported block came from, where the five kinds cannot hold
     # all of it (docs/contract.md §1); never replayed.
     origin = models.JSONField(null=True, blank=True)
+    # Its own tokens (docs/contract.md §7) as `services.token_figures` counted them once,
+    # when it was stored: its prose's, or an image's with the default toggles.
+    tokens = models.PositiveIntegerField(null=True, editable=False)
 
     class Meta:
         ordering = ["message_id", "seq"]

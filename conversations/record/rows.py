@@ -213,18 +213,33 @@ class Headline:
 
 
 @dataclass(frozen=True, slots=True)
+class MeasuredInput:
+    """The latest turn at or before `upto` whose provider measured its input, beside the
+    estimate of that input (everything before the message, plus the request overhead)."""
+
+    seq: int
+    input: int
+    estimate: int
+
+
+@dataclass(frozen=True, slots=True)
 class Pressure:
-    """How much of the window the next turn takes: per message, by kind, against the
-    window, with the message at which the compaction trigger is reached."""
+    """How much of the window the next turn takes: the request's total by kind against the
+    window, with the message at which the compaction trigger is reached. Read from the
+    stored figures, it holds no per-message counts (`messages` is empty; a page asks for
+    its window's); a compaction preview's record is counted whole (`messages`)."""
 
     options: ReplayOptions
-    messages: tuple[Counted, ...]
     payload: tokens.PayloadCount
     window: context_windows.Window
     trigger: int
     trigger_seq: int | None
-    cumulative: tuple[int, ...]  # overhead + every message up to and including this one
     headline: Headline
+    message_total: int  # messages counted: those up to `upto`
+    measured: MeasuredInput | None
+    dropped: dict[int, int]  # boundary seq → overhead + every message before it
+    messages: tuple[Counted, ...] = ()
+    cumulative: tuple[int, ...] = ()  # with `messages`: overhead + each up to and including it
 
     @property
     def total(self) -> int:
@@ -232,7 +247,7 @@ class Pressure:
 
 
 def counted_of(p: Pressure, seq: int) -> Counted | None:
-    """Message `seq`'s count in the pressure, if it was counted."""
+    """Message `seq`'s count in a pressure that holds its messages (a preview's)."""
     # Seqs are dense from 0, so a message's position is its seq (checked, not assumed).
     if seq < len(p.messages) and p.messages[seq].seq == seq:
         return p.messages[seq]

@@ -1,37 +1,45 @@
-"""Token counts of stored conversations (docs/contract.md §7), cached per block and per message.
+"""Token counts of stored conversations (docs/contract.md §7), read from the figures the
+services stored with the blocks (`services.token_figures`): nothing here counts stored text.
 
-The record is append-only, so a block's count never changes for a given tokenizer and
-toggles, and a message's count changes only when a block is appended to it (its block
-count grows). Both are cached in-process under those keys: a warm conversation costs one
-query of (seq, block count) pairs; a live update recounts only the message that grew,
-and within it only the new blocks.
+The request's total and kinds are one row (the running totals at `upto`), plus the few
+messages whose count depends on the toggles (`varies`: images, system messages) when the
+toggles are not the default ones; the next request reads the measured turns through
+their index, the heaviest blocks the ten heaviest messages, each boundary one row. A
+page's margin counts are its window's rows. The answer is also kept per record state in a
+small in-process cache (`pressure_cache`), so a warm page reads only the state's key.
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
-import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar, cast
 
-from conversations.core import compact, context_windows, replay, tokens
+from django.db import connection
+
+from conversations.core import compact, context_windows, list_status, replay, stored_counts, tokens
 from conversations.core import next_request as nr
+from conversations.core.blocks import BlockKind, Role
 from conversations.core.compact import Compacted, Policy
 from conversations.core.options import OptionError, ReplayOptions
+from conversations.core.stored_counts import StoredFacts
 from conversations.record import selectors
-from conversations.record.models import Conversation
+from conversations.record.models import Block, Conversation, Message
 
 # The count values, as they were always read from here.
 from conversations.record.rows import Counted as Counted
-from conversations.record.rows import Headline, PreviewRow, counted_of
+from conversations.record.rows import Headline, MeasuredInput, PreviewRow
 from conversations.record.rows import Pressure as Pressure
 from conversations.record.rows import Preview as Preview
 
 K = TypeVar("K")
 V = TypeVar("V")
-BLOCK_CACHE_SIZE = 400_000
-MESSAGE_CACHE_SIZE = 200_000
+SUMMARY_MESSAGES = 20  # messages after a boundary searched for the summary it left
+FIRST_TURN_ROWS = 20  # measured messages after a boundary read for its first turn
+READ_BATCH = 2000  # rows read at once when a whole record is walked
+MODEL_MESSAGES = 20  # messages read at once, newest first, for the model named by `upto`
 
 
 class LRU(Generic[K, V]):
@@ -61,111 +69,100 @@ class LRU(Generic[K, V]):
             self.items.clear()
 
 
-# (conversation, message seq, block seq, toggles) → tokens; toggles are () for every kind
-# but images, whose count depends on vision and shape.
-blocks_cache: LRU[tuple[Any, ...], int] = LRU(BLOCK_CACHE_SIZE)
-# (conversation, message seq, block count, vision, shape) → Counted
-messages_cache: LRU[tuple[Any, ...], Counted] = LRU(MESSAGE_CACHE_SIZE)
+# The models' windows are read on every count: their table loads with this module (with the
+# URLs, at a server's start-up), not on the first page after a restart.
+context_windows.preload()
+
 # (conversation, message count, block total, toggles, overrides, trigger) → Pressure
 pressure_cache: LRU[tuple[Any, ...], Pressure] = LRU(32)
-stats = {"blocks_counted": 0}
+# Blocks counted at read time: only those a compaction policy changed (tests check it).
+from conversations.record.services.token_figures import stats as stats  # noqa: E402
 
 
-def _toggles(block: replay.Block, options: ReplayOptions) -> tuple[Any, ...]:
-    return (options.vision, options.shape) if type(block) is replay.ImageBlock else ()
-
-
-def _count_row(
-    conversation_id: uuid.UUID, row: selectors.MessageRow, options: ReplayOptions
-) -> Counted:
-    (stored,) = selectors.stored_messages([row])
-    own: list[int] = []
-    for block_row, block in zip(row.blocks, stored.blocks, strict=True):
-        key = (conversation_id, row.seq, block_row.seq, _toggles(block, options))
-        n = blocks_cache.get(key)
-        if n is None:
-            n = tokens.block_tokens(block, vision=options.vision, shape=options.shape)
-            stats["blocks_counted"] += 1
-            blocks_cache.put(key, n)
-        own.append(n)
-    count = tokens.message_count(stored, vision=options.vision, shape=options.shape, counts=own)
-    metadata = row.metadata if isinstance(row.metadata, dict) else {}
-    model = metadata.get("model")
+def _counted(
+    seq: int, role: str, data: Mapping[str, Any] | None, metadata: Any, blocks: int,
+    options: ReplayOptions,
+) -> Counted:  # fmt: skip
+    count = stored_counts.count(role, data or {}, vision=options.vision, shape=options.shape)
+    meta = metadata if isinstance(metadata, dict) else {}
+    model = meta.get("model")
     return Counted(
-        row.seq,
-        row.role,
-        count,
-        tokens.usage_of(metadata),
-        model if isinstance(model, str) else "",
-        len(row.blocks),
-        nr.turn_of(metadata),
-        metadata.get("isCompactSummary") is True,
-    )
-
-
-def message_counts(conversation: Conversation, options: ReplayOptions) -> list[Counted]:
-    """Every message's count in seq order: one query when warm, plus the rows of the
-    messages that are new or grew since they were last counted."""
-    cid = conversation.id
-    sizes = selectors.block_counts(conversation)
-    found: dict[int, Counted] = {}
-    missing: list[int] = []
-    for seq, size in sizes.items():
-        hit = messages_cache.get((cid, seq, size, options.vision, options.shape))
-        if hit is None:
-            missing.append(seq)
-        else:
-            found[seq] = hit
-    if missing:
-        wanted = set(missing)
-        # Streamed: a cold count of 60 messages of 10 MB holds one message's texts at a
-        # time, not 600 MB.
-        rows = selectors.message_rows_streamed(
-            conversation, start=min(wanted), stop=max(wanted) + 1
-        )
-        for row in rows:
-            if row.seq in wanted:
-                counted = _count_row(cid, row, options)
-                key = (cid, row.seq, len(row.blocks), options.vision, options.shape)
-                messages_cache.put(key, counted)
-                found[row.seq] = counted
-    return [found[seq] for seq in sorted(found)]
-
-
-def counted_at(
-    conversation: Conversation, seq: int, blocks: int, options: ReplayOptions
-) -> Counted | None:
-    """One message's count as it stood with its first `blocks` blocks (what a frame shows
-    when the message grew between the frame's reads); None if it has fewer."""
-    key = (conversation.id, seq, blocks, options.vision, options.shape)
-    hit = messages_cache.get(key)
-    if hit is not None:
-        return hit
-    rows = selectors.message_rows(conversation, start=seq, stop=seq + 1, image_data=False)
-    if len(rows) != 1 or len(rows[0].blocks) < blocks:
-        return None
-    counted = _count_row(conversation.id, rows[0]._replace(blocks=rows[0].blocks[:blocks]), options)
-    messages_cache.put(key, counted)
-    return counted
+        seq, role, count, tokens.usage_of(meta), model if isinstance(model, str) else "",
+        blocks, nr.turn_of(meta), meta.get("isCompactSummary") is True,
+    )  # fmt: skip
 
 
 def counted_shown(
     conversation: Conversation, p: Pressure, rows: Sequence[PreviewRow]
 ) -> dict[int, Counted]:
-    """The counts of the messages shown (a page's window, a frame's messages), by seq.
+    """The counts of the messages shown (a page's window, a frame's messages), by seq: one
+    query of their stored figures.
 
-    A message may grow between reading the conversation's row (which keys the pressure)
-    and reading its own: its count is then of exactly the blocks shown, or a live frame
-    would hold a count its next event never corrects.
+    A message may grow between reading its row and reading its figures: its count is then
+    of exactly the blocks shown, or a live frame would hold a count its next event never
+    corrects.
     """
+    if not rows:
+        return {}
+    figures = dict(
+        Message.objects.filter(
+            conversation=conversation, seq__in=[r.seq for r in rows]
+        ).values_list("seq", "counts")
+    )
     out: dict[int, Counted] = {}
     for row in rows:
-        counted = counted_of(p, row.seq)
-        if counted is None or counted.blocks != row.block_count:
-            counted = counted_at(conversation, row.seq, row.block_count, p.options)
-        if counted is not None:
-            out[row.seq] = counted
+        data = figures.get(row.seq)
+        if data is None:
+            continue
+        if int(data.get("n", 0)) != row.block_count:
+            found = counted_at(conversation, row.seq, row.block_count, p.options)
+            if found is not None:
+                out[row.seq] = found
+            continue
+        out[row.seq] = _counted(row.seq, row.role, data, row.metadata, row.block_count, p.options)
     return out
+
+
+def counted_at(
+    conversation: Conversation, seq: int, blocks: int, options: ReplayOptions
+) -> Counted | None:
+    """One message's count as it stood with its first `blocks` blocks (from its blocks'
+    stored counts); None if it has fewer."""
+    message = (
+        Message.objects.filter(conversation=conversation, seq=seq)
+        .values_list("pk", "role", "counts", "metadata")
+        .first()
+    )
+    if message is None:
+        return None
+    pk, role, data, metadata = message
+    facts = _facts(pk, data or {}, stop=blocks)
+    if len(facts) < blocks:
+        return None
+    role = cast(Role, role)
+    exact = stored_counts.exact_count(role, facts, vision=options.vision, shape=options.shape)
+    meta = metadata if isinstance(metadata, dict) else {}
+    model = meta.get("model")
+    return Counted(
+        seq, role, exact, tokens.usage_of(meta), model if isinstance(model, str) else "",
+        blocks, nr.turn_of(meta), meta.get("isCompactSummary") is True,
+    )  # fmt: skip
+
+
+def _facts(
+    message_id: int, data: Mapping[str, Any], *, stop: int | None = None
+) -> list[StoredFacts]:
+    """A stored message's blocks as its count needs them (no texts)."""
+    blank = stored_counts.blank_of(data)
+    rows = Block.objects.filter(message_id=message_id)
+    if stop is not None:
+        rows = rows.filter(seq__lt=stop)
+    return [
+        StoredFacts(cast(BlockKind, kind), n or 0, seq in blank, media, width, height)
+        for seq, kind, n, media, width, height in rows.order_by("seq").values_list(
+            "seq", "type", "tokens", "media_type", "width", "height"
+        )
+    ]
 
 
 def pressure(
@@ -194,10 +191,8 @@ def pressure(
     found = pressure_cache.get(state)
     if found is not None:
         return found
-    counted = message_counts(conversation, options)
-    result = _pressure(conversation, options, counted, query, policy, upto=upto)
-    if len(counted) == conversation.message_count:  # not raced by an append meanwhile
-        pressure_cache.put(state, result)
+    result = _Stored(conversation, options, upto).pressure(query, policy)
+    pressure_cache.put(state, result)
     return result
 
 
@@ -211,29 +206,347 @@ def _upto(value: str | None, message_count: int) -> int | None:
     return int(value)
 
 
-def _pressure(
-    conversation: Conversation,
-    options: ReplayOptions,
-    every: Sequence[Counted],
-    query: dict[str, str],
-    policy: Policy | None,
-    *,
-    upto: int | None = None,
-    window: context_windows.Window | None = None,
-    measured: bool = True,
-    unrecorded: nr.Unrecorded | None = None,
-) -> Pressure:
-    """The figures of `every` counted message as of `upto`. A compacted record (a preview's
-    `after`) passes the window of the record it came from, and is not `measured`: its
-    provider measurements were of the uncompacted requests."""
-    counted = [c for c in every if c.seq <= upto] if upto is not None else list(every)
-    payload = tokens.total_of([c.count for c in counted], options.shape)
-    if window is None:
-        models = (c.model for c in reversed(counted))
-        window = context_windows.resolve(query, conversation.metadata, models)
-    trigger = policy.trigger if policy is not None and policy.name == "clear_tool_uses" else (
+def _trigger_of(policy: Policy | None) -> int:
+    return policy.trigger if policy is not None and policy.name == "clear_tool_uses" else (
         compact.DEFAULT_TRIGGER
     )  # fmt: skip
+
+
+class _Stored:
+    """One conversation's stored figures for one pair of toggles, as of message `upto`
+    (None: its last as read now). The running totals are the default toggles'; for other
+    toggles each running total moves by what the varying messages before it count
+    differently (`_offset`)."""
+
+    def __init__(self, conversation: Conversation, options: ReplayOptions, upto: int | None):
+        self.conversation = conversation
+        self.options = options
+        self.upto = upto
+        self.default = (options.vision, options.shape) == stored_counts.DEFAULT
+        # At most the conversation's row as read: a message appended since is not counted
+        # under that state's key.
+        top = conversation.message_count - 1 if upto is None else upto
+        last_row = self._messages().filter(seq__lte=top).order_by("-seq")
+        found = last_row.values_list("seq", "cumulative", "counts").first()
+        self.last, through, data = found if found is not None else (-1, 0, {})
+        self.through_default = through or 0
+        self.kinds_default: dict[str, int] = dict((data or {}).get("run", {}))
+        # (seq, this toggles' count − the default's, by kind) of each varying message.
+        self.varying: list[tuple[int, int, dict[str, int]]] = []
+        self.offsets: list[int] = []  # running sum of those differences
+        if not self.default and self.last >= 0:
+            rows = self._messages().filter(varies=True, seq__lte=self.last).order_by("seq")
+            running = 0
+            for seq, role, data_v in rows.values_list("seq", "role", "counts"):
+                mine = self._count(role, data_v)
+                base = stored_counts.count(role, data_v or {}, vision=True, shape="openai")
+                running += mine.tokens - base.tokens
+                moved = stored_counts.add_kinds(mine.by_kind, {}, base.by_kind)
+                self.varying.append((seq, mine.tokens - base.tokens, moved))
+                self.offsets.append(running)
+
+    def _messages(self) -> Any:
+        return Message.objects.filter(conversation=self.conversation)
+
+    def _count(self, role: str, data: Mapping[str, Any] | None) -> tokens.MessageCount:
+        return stored_counts.count(
+            role, data or {}, vision=self.options.vision, shape=self.options.shape
+        )
+
+    def _offset(self, seq: int) -> int:
+        """What the varying messages up to and including `seq` add for these toggles."""
+        i = bisect.bisect_right([v[0] for v in self.varying], seq) if self.varying else 0
+        return self.offsets[i - 1] if i else 0
+
+    def running(self, seq: int, default_running: int) -> int:
+        """This toggles' running total at `seq` from the default toggles' one."""
+        return default_running + self._offset(seq)
+
+    def before_seqs(self, seqs: Sequence[int]) -> dict[int, int]:
+        """The running estimate (no overhead) before each of `seqs`: one query."""
+        wanted = sorted({s - 1 for s in seqs if s > 0})
+        found = dict(
+            self._messages().filter(seq__in=wanted).values_list("seq", "cumulative")
+        ) if wanted else {}  # fmt: skip
+        return {s: self.running(s - 1, found.get(s - 1) or 0) if s > 0 else 0 for s in seqs}
+
+    def payload(self) -> tokens.PayloadCount:
+        kinds = dict(self.kinds_default)
+        for _, _, moved in self.varying:
+            kinds = stored_counts.add_kinds(kinds, moved)
+        overhead = tokens.REQUEST_OVERHEAD[self.options.shape]
+        total = overhead + self.running(self.last, self.through_default)
+        by_kind: dict[tokens.CountKind, int] = dict.fromkeys(tokens.COUNT_KINDS, 0)
+        for kind, n in kinds.items():
+            by_kind[cast(tokens.CountKind, kind)] = n
+        return tokens.PayloadCount((), overhead, total, by_kind)
+
+    def trigger_seq(self, trigger: int, overhead: int) -> int | None:
+        """The first message at which the running total (with overhead) reaches `trigger`."""
+        need = trigger - overhead
+        if self.last < 0 or self.running(self.last, self.through_default) < need:
+            return None
+        if not self.varying:
+            found = (
+                self._messages().filter(seq__lte=self.last, cumulative__gte=need)
+                .order_by("seq").values_list("seq", flat=True).first()
+            )  # fmt: skip
+            return cast(int | None, found)
+        low, high = 0, self.last  # the running total never falls: a binary search
+        while low < high:
+            mid = (low + high) // 2
+            value = self._messages().filter(seq=mid).values_list("cumulative", flat=True).first()
+            if self.running(mid, value or 0) >= need:
+                high = mid
+            else:
+                low = mid + 1
+        return low
+
+    def models(self) -> Iterator[str]:
+        """The models the messages name, newest first from `last` (the conversation's
+        latest when the whole record is asked about: no message is read)."""
+        if self.last == self.conversation.message_count - 1 or not self.conversation.model:
+            yield self.conversation.model
+            return
+        top, size = self.last, MODEL_MESSAGES
+        while top >= 0:
+            rows = (
+                self._messages().filter(seq__lte=top, seq__gt=top - size)
+                .order_by("-seq").values_list("metadata", flat=True)
+            )  # fmt: skip
+            for metadata in rows:
+                yield list_status.model_of(metadata)
+            top -= size
+            size *= 2
+
+    def measured_rows(
+        self, start: int, stop: int, limit: int | None = None, *, latest: bool = False
+    ) -> list[nr.MeasuredRow]:
+        """The measured messages with seq in [start, stop] (the first `limit`; `latest`:
+        the last `CALIBRATION_MESSAGES`), with the running estimate before each one's turn
+        began."""
+        rows = (
+            self._messages().filter(measured__isnull=False, seq__gte=start, seq__lte=stop)
+            .values_list("seq", "measured", "turn_start", "cumulative", "tokens")
+        )  # fmt: skip
+        if latest:
+            found = list(rows.order_by("-seq")[: nr.CALIBRATION_MESSAGES])[::-1]
+        else:
+            found = list(
+                rows.order_by("seq")[:limit] if limit is not None else rows.order_by("seq")
+            )
+        own = {seq: (cum or 0) - (n or 0) for seq, _, _, cum, n in found}
+        starts = [max(t if t is not None else seq, start) for seq, _, t, _, _ in found]
+        other = self.before_seqs([s for s in starts if s not in own]) if found else {}
+        out = []
+        for (seq, measured, _, _, _), turn_start in zip(found, starts, strict=True):
+            before = (
+                self.running(turn_start - 1, own[turn_start]) if turn_start in own
+                else other[turn_start]
+            )  # fmt: skip
+            out.append(nr.MeasuredRow(seq, measured, turn_start, before))
+        return out
+
+    def calibration(self, start: int) -> tuple[int, int]:
+        """`nr.calibration` over the measured turns of the latest `CALIBRATION_MESSAGES`
+        measured messages in [start, last], in one aggregate query: a turn is its first
+        measured message (consecutive ones of one response are one turn), the estimate
+        before it the running total before its response began."""
+        table = Message._meta.db_table
+        sql = f"""
+            WITH m AS (
+                SELECT seq, measured, cumulative, tokens,
+                       CASE WHEN COALESCE(turn_start, seq) < %s THEN %s
+                            ELSE COALESCE(turn_start, seq) END AS start
+                FROM {table}
+                WHERE conversation_id = %s AND measured IS NOT NULL AND seq >= %s AND seq <= %s
+                ORDER BY seq DESC LIMIT %s
+            ), l AS (
+                SELECT m.*, LAG(start) OVER (ORDER BY seq) AS previous FROM m
+            ), heads AS (
+                SELECT seq, measured,
+                       CASE WHEN start = seq THEN COALESCE(cumulative, 0) - COALESCE(tokens, 0)
+                            ELSE COALESCE((SELECT p.cumulative FROM {table} p
+                                           WHERE p.conversation_id = %s AND p.seq = l.start - 1),
+                                          0) END AS before
+                FROM l WHERE previous IS NULL OR previous <> start
+            ), pairs AS (
+                SELECT measured - LAG(measured) OVER (ORDER BY seq) AS grew,
+                       before - LAG(before) OVER (ORDER BY seq) AS added
+                FROM heads
+            )
+            SELECT COALESCE(SUM(CASE WHEN grew >= 0 THEN grew ELSE 0 END), 0),
+                   COALESCE(SUM(CASE WHEN grew >= 0 THEN added ELSE 0 END), 0)
+            FROM pairs
+        """  # noqa: S608 (the table's name is the model's, never input)
+        cid = Conversation._meta.pk.get_db_prep_value(self.conversation.pk, connection)
+        with connection.cursor() as cursor:
+            latest = nr.CALIBRATION_MESSAGES
+            cursor.execute(sql, [start, start, cid, start, self.last, latest, cid])
+            measured, added = cursor.fetchone()
+        return int(measured), int(added)
+
+    def basis(self, start: int) -> nr.Turn | None:
+        """The latest measured turn in [start, last]: its latest message, then its own."""
+        latest = (
+            self._messages().filter(measured__isnull=False, seq__gte=start, seq__lte=self.last)
+            .order_by("-seq").values_list("seq", "turn_start").first()
+        )  # fmt: skip
+        if latest is None:
+            return None
+        seq, turn_start = latest
+        rows = self.measured_rows(max(start, turn_start if turn_start is not None else seq), seq)
+        return nr.turns_of(rows)[-1]
+
+    def pressure(self, query: Mapping[str, str], policy: Policy | None) -> Pressure:
+        payload = self.payload()
+        overhead = payload.overhead
+        window = context_windows.resolve(query, self.conversation.metadata, self.models())
+        trigger = _trigger_of(policy)
+        marks = nr.boundary_marks(self.conversation.metadata)
+        kept_marks = [m for m in marks if cast(int, m["seq"]) <= self.last]
+        kept = [cast(int, m["seq"]) for m in kept_marks]
+        boundary = kept[-1] if kept else None
+        befores = self.before_seqs(kept + ([boundary] if boundary is not None else []))
+        since = befores[boundary] if boundary is not None else 0
+        through = self.running(self.last, self.through_default)
+        start = boundary or 0
+        if self.default:  # the growth between turns summed in SQL; two turns read
+            sums = self.calibration(start)
+            rows = self.measured_rows(start, self.last, FIRST_TURN_ROWS)
+            first = next(iter(nr.turns_of(rows)), None)
+            basis = self.basis(start)
+        else:  # each varying message moves the running totals: the turns are read
+            turns = nr.turns_of(self.measured_rows(start, self.last, latest=True))
+            sums = nr.calibration(turns)
+            rows = self.measured_rows(start, self.last, FIRST_TURN_ROWS)
+            first = next(iter(nr.turns_of(rows)), None)
+            basis = turns[-1] if turns else None
+        if first is None:  # a later measurement still tells what the request lacks
+            later = self.measured_rows(
+                boundary or 0, self.conversation.message_count, FIRST_TURN_ROWS
+            )
+            first = next(iter(nr.turns_of(later)), None)
+        unrecorded = nr.unrecorded_of(first, overhead=overhead, since=since)
+        headline = Headline(
+            self.upto,
+            boundary,
+            nr.next_request_at(
+                basis,
+                nr.factor_of(sums, window.model or None),
+                overhead=overhead,
+                since=since,
+                through=through,
+                unrecorded_tokens=unrecorded.tokens,
+            ),  # fmt: skip
+            unrecorded,
+            tuple(self.largest(boundary or 0)),
+            tuple(self.compactions(kept_marks)),
+        )
+        measured = None
+        latest = (
+            self._messages().filter(measured__isnull=False, seq__lte=self.last)
+            .order_by("-seq").values_list("seq", "measured", "cumulative", "tokens").first()
+        )  # fmt: skip
+        if latest is not None:
+            seq, measured_input, cumulative, own = latest
+            before_it = self.running(seq - 1, (cumulative or 0) - (own or 0))
+            measured = MeasuredInput(seq, measured_input, overhead + before_it)
+        return Pressure(
+            self.options, payload, window, trigger,
+            self.trigger_seq(trigger, overhead), headline, self.last + 1, measured,
+            {seq: overhead + n for seq, n in befores.items()},
+        )  # fmt: skip
+
+    def largest(self, start: int) -> list[nr.HeavyBlock]:
+        """The heaviest blocks from `start` to `last`: among those of the heaviest messages
+        (and, for other toggles, the varying ones)."""
+        if self.last < 0:
+            return []
+        candidates = (
+            self._messages().filter(seq__gte=start, seq__lte=self.last, heaviest__gt=0)
+            .order_by("-heaviest", "seq").values_list("pk", "seq", "role", "counts")
+        )  # fmt: skip
+        found = list(candidates[: nr.LARGEST])
+        if not self.default:
+            varying = (
+                self._messages().filter(varies=True, seq__gte=start, seq__lte=self.last)
+                .order_by("seq").values_list("pk", "seq", "role", "counts")
+            )  # fmt: skip
+            found += list(varying[: 10 * nr.LARGEST])
+        messages = {row[0]: row for row in found}
+        facts: dict[int, list[StoredFacts]] = {pk: [] for pk in messages}
+        rows = (
+            Block.objects.filter(message_id__in=list(messages))
+            .order_by("message_id", "seq")
+            .values_list("message_id", "seq", "type", "tokens", "media_type", "width", "height")
+        )  # one query for the candidates' blocks (no texts)
+        for message_id, seq, kind, n, media, width, height in rows:
+            blank = stored_counts.blank_of(messages[message_id][3] or {})
+            facts[message_id].append(
+                StoredFacts(cast(BlockKind, kind), n or 0, seq in blank, media, width, height)
+            )
+        blocks: list[nr.HeavyBlock] = []
+        for pk, seq, role, _ in messages.values():
+            vision, shape = self.options.vision, self.options.shape
+            count = stored_counts.exact_count(role, facts[pk], vision=vision, shape=shape)
+            blocks.extend(nr.heavy_blocks(seq, count))
+        return nr.largest(blocks)
+
+    def compactions(self, marks: Sequence[Mapping[str, object]]) -> list[nr.Compaction]:
+        """Each boundary with its first measured turn and the summary after it."""
+        out = []
+        seqs = [cast(int, m["seq"]) for m in marks]
+        for i, mark in enumerate(marks):
+            seq = seqs[i]
+            end = seqs[i + 1] - 1 if i + 1 < len(seqs) else self.last
+            turns = nr.turns_of(self.measured_rows(seq, end, FIRST_TURN_ROWS))
+            summary = next(
+                (s for s, metadata in self._messages()
+                 .filter(seq__gte=seq, seq__lte=min(end, seq + SUMMARY_MESSAGES - 1))
+                 .order_by("seq").values_list("seq", "metadata")
+                 if isinstance(metadata, dict) and metadata.get("isCompactSummary") is True),
+                None,
+            )  # fmt: skip
+            figures = []
+            if turns:
+                figures.append(
+                    nr.MessageFigure(
+                        turns[0].last, "assistant", 0, tokens.Usage(turns[0].input, None)
+                    )
+                )
+            if summary is not None:
+                figures.append(nr.MessageFigure(summary, "user", 0, None, None, True))
+            figures.sort(key=lambda f: f.seq)
+            out.extend(nr.compactions([mark], {seq: figures}))
+        return out
+
+
+def stored_tokens(
+    conversation: Conversation, options: ReplayOptions, seqs: Sequence[int]
+) -> dict[int, int]:
+    """The stored count of each message at `seqs` (a window's): one query."""
+    rows = Message.objects.filter(conversation=conversation, seq__in=list(seqs))
+    return {
+        seq: stored_counts.count(
+            role, data or {}, vision=options.vision, shape=options.shape
+        ).tokens
+        for seq, role, data in rows.values_list("seq", "role", "counts")
+    }
+
+
+def _dense_pressure(
+    conversation: Conversation,
+    options: ReplayOptions,
+    counted: Sequence[Counted],
+    before: Pressure,
+    policy: Policy | None,
+) -> Pressure:
+    """The figures of a compacted record counted whole (a preview's `after`): the window of
+    the record it came from, not measured (its provider measurements were of the
+    uncompacted requests), what it lacks as the record's."""
+    payload = tokens.total_of([c.count for c in counted], options.shape)
+    trigger = _trigger_of(policy)
     running = payload.overhead
     cumulative: list[int] = []
     trigger_seq = None
@@ -242,52 +555,34 @@ def _pressure(
         cumulative.append(running)
         if trigger_seq is None and running >= trigger:
             trigger_seq = c.seq
-    headline = _headline(
-        conversation.metadata, every, counted, payload.overhead, window, upto, measured, unrecorded
-    )
-    return Pressure(
-        options, tuple(counted), payload, window, trigger, trigger_seq, tuple(cumulative), headline
-    )
-
-
-def _headline(
-    metadata: dict[str, Any],
-    every: Sequence[Counted],
-    counted: Sequence[Counted],
-    overhead: int,
-    window: context_windows.Window,
-    upto: int | None,
-    measured: bool,
-    unrecorded: nr.Unrecorded | None,
-) -> Headline:
-    """docs/contract.md §7's next request, unrecorded, largest and compactions, from the
-    counts already made (nothing is read or counted again)."""
-    last_seq = counted[-1].seq if counted else -1
-    marks = nr.boundary_marks(metadata)  # each names a seq, in seq order
-    kept = [seq for seq in (cast(int, m["seq"]) for m in marks) if seq <= last_seq]
-    boundary = kept[-1] if kept else None
-    since = [c for c in every if boundary is None or c.seq >= boundary]
-    if unrecorded is None:
-        unrecorded = nr.unrecorded([c.figure(measured=measured) for c in since], overhead)
-    request = [c for c in since if c.seq <= last_seq]
-    figures = [c.figure(measured=measured) for c in request]
-    after: dict[int, list[nr.MessageFigure]] = {}
-    for i, seq in enumerate(kept):
-        end = kept[i + 1] if i + 1 < len(kept) else last_seq + 1
-        after[seq] = [c.figure() for c in counted[seq:end] if seq <= c.seq < end]
-    return Headline(
-        upto,
+    figures = [c.figure(measured=False) for c in counted]
+    boundary = before.headline.boundary
+    request = [f for f in figures if boundary is None or f.seq >= boundary]
+    head = before.headline
+    headline = Headline(
+        head.upto,
         boundary,
         nr.next_request(
-            figures,
-            overhead=overhead,
-            model=window.model or None,
-            unrecorded_tokens=unrecorded.tokens,
+            request,
+            overhead=payload.overhead,
+            model=before.window.model or None,
+            unrecorded_tokens=head.unrecorded.tokens,
         ),  # fmt: skip
-        unrecorded,
-        tuple(nr.largest(b for c in request for b in nr.heavy_blocks(c.seq, c.count))),
-        tuple(nr.compactions([m for m in marks if cast(int, m["seq"]) <= last_seq], after)),
+        head.unrecorded,
+        tuple(
+            nr.largest(
+                b
+                for c in counted
+                if boundary is None or c.seq >= boundary
+                for b in nr.heavy_blocks(c.seq, c.count)
+            )
+        ),  # fmt: skip
+        head.compactions,
     )
+    return Pressure(
+        options, payload, before.window, trigger, trigger_seq, headline, len(counted), None,
+        before.dropped, tuple(counted), tuple(cumulative),
+    )  # fmt: skip
 
 
 def preview(
@@ -296,43 +591,64 @@ def preview(
     policy: Policy,
     *,
     query: dict[str, str] | None = None,
+    rows: Sequence[selectors.MessageRow] | None = None,
 ) -> Preview:
-    """Compact the whole record with `policy` and count what is left; unchanged blocks are
-    counted from the cache, changed ones afresh."""
+    """Compact the whole record with `policy` and count what is left: unchanged messages
+    from their stored figures, changed blocks afresh (their replacements are short).
+    `rows`: the whole record, when the caller has read it."""
     query = query or {}
-    rows = selectors.message_rows(conversation)
+    if rows is None:
+        rows = selectors.message_rows(conversation)
     before = pressure(conversation, options, query=query, policy=policy)
     compacted = _compacted(conversation, rows, options, policy, before.total)
-    by_seq = {c.seq: c for c in before.messages}
+    if before.headline.upto is not None:
+        rows = [r for r in rows if r.seq <= before.headline.upto]
     rows_by_seq = {r.seq: r for r in rows}
+    stored = dict(Message.objects.filter(conversation=conversation).values_list("seq", "counts"))
+    touched = sorted({rows_by_seq[s].id for s, _ in compacted.changed if s in rows_by_seq})
+    own_tokens: dict[tuple[int, int], int | None] = {}
+    for start in range(0, len(touched), READ_BATCH):
+        own_tokens.update(
+            ((m, b), n) for m, b, n in Block.objects.filter(
+                message_id__in=touched[start : start + READ_BATCH]
+            ).values_list("message_id", "seq", "tokens")
+        )  # fmt: skip
     counted: list[Counted] = []
     for seq, message in zip(compacted.seqs, compacted.messages, strict=True):
-        changed = [j for j in range(len(message.blocks)) if (seq, j) in compacted.changed]
-        old = by_seq.get(seq)
-        if old is not None and not changed:
-            counted.append(old)
+        row = rows_by_seq.get(seq)
+        if row is None:
             continue
-        row = rows_by_seq[seq]
-        own = []
+        data = stored.get(seq) or {}
+        changed = [j for j in range(len(message.blocks)) if (seq, j) in compacted.changed]
+        if not changed:
+            counted.append(_counted(seq, row.role, data, row.metadata, len(row.blocks), options))
+            continue
+        blank = stored_counts.blank_of(data)
+        facts = []
         for j, (block_row, block) in enumerate(zip(row.blocks, message.blocks, strict=True)):
-            key = (conversation.id, seq, block_row.seq, _toggles(block, options))
-            cached = None if j in changed else blocks_cache.get(key)
-            own.append(
-                cached
-                if cached is not None
-                else tokens.block_tokens(block, vision=options.vision, shape=options.shape)
-            )
-        count = tokens.message_count(
-            message, vision=options.vision, shape=options.shape, counts=own
-        )
-        model = old.model if old is not None else ""
-        usage = old.usage if old is not None else None
-        turn, summary = (old.turn, old.summary) if old is not None else (None, False)
-        counted.append(Counted(seq, row.role, count, usage, model, len(row.blocks), turn, summary))
-    after = _pressure(
-        conversation, options, counted, query, policy,
-        window=before.window, measured=False, unrecorded=before.headline.unrecorded,
-    )  # fmt: skip
+            if j in changed:
+                own = tokens.block_tokens(block, vision=True, shape="openai")
+                stats["blocks_counted"] += 1
+                facts.append(StoredFacts(cast(BlockKind, block_row.type), own, tokens.blank(block)))
+                continue
+            stored_own = own_tokens.get((row.id, j))
+            if stored_own is None:
+                stored_own = tokens.block_tokens(block, vision=True, shape="openai")
+                stats["blocks_counted"] += 1
+            facts.append(
+                StoredFacts(
+                    cast(BlockKind, block_row.type), stored_own, j in blank, block_row.media_type,
+                    block_row.width, block_row.height,
+                )
+            )  # fmt: skip
+        role = cast(Role, row.role)
+        count = stored_counts.exact_count(role, facts, vision=options.vision, shape=options.shape)
+        base = _counted(seq, row.role, data, row.metadata, len(row.blocks), options)
+        counted.append(
+            Counted(seq, row.role, count, base.usage, base.model, base.blocks, base.turn,
+                    base.summary)
+        )  # fmt: skip
+    after = _dense_pressure(conversation, options, counted, before, policy)
     return Preview(before, after, compacted, policy)
 
 
@@ -386,11 +702,13 @@ def _usage_data(counted: Counted, input_estimate: int) -> dict[str, Any] | None:
     }
 
 
-def message_data(p: Pressure) -> list[dict[str, Any]]:
-    """Each message's count as the context API answers it (in seq order)."""
+def message_data(conversation: Conversation, p: Pressure) -> list[dict[str, Any]]:
+    """Each message's count as the context API answers it (in seq order): a preview's
+    from its record, else read from the stored figures in batches."""
     out = []
     before = p.payload.overhead
-    for counted, cumulative in zip(p.messages, p.cumulative, strict=True):
+    for counted in _every(conversation, p):
+        cumulative = before + counted.count.tokens
         item: dict[str, Any] = {
             "seq": counted.seq,
             "role": counted.role,
@@ -407,10 +725,37 @@ def message_data(p: Pressure) -> list[dict[str, Any]]:
     return out
 
 
+def _every(conversation: Conversation, p: Pressure) -> Iterator[Counted]:
+    if p.messages:
+        yield from p.messages
+        return
+    after = -1
+    last = p.message_total - 1
+    while after < last:
+        rows = list(
+            Message.objects.filter(conversation=conversation, seq__gt=after, seq__lte=last)
+            .order_by("seq")
+            .values_list("seq", "role", "counts", "metadata", "block_count")[:READ_BATCH]
+        )
+        if not rows:
+            return
+        for seq, role, data, metadata, blocks in rows:
+            yield _counted(seq, role, data, metadata, blocks, p.options)
+        after = rows[-1][0]
+
+
+def _last_seq(p: Pressure) -> int | None:
+    if p.messages:
+        return p.messages[-1].seq
+    return p.message_total - 1 if p.message_total else None
+
+
 VIEW_KEYS = ("model", "window", "upto")  # the query keys a count's view takes
 
 
-def context_data(p: Pressure, preview: Preview | None = None) -> dict[str, Any]:
+def context_data(
+    conversation: Conversation, p: Pressure, preview: Preview | None = None
+) -> dict[str, Any]:
     """GET /api/conversations/ID/context (docs/contract.md §7): counts by message and kind, the
     total (messages + `overhead`), the window and where the compaction trigger is reached."""
     data: dict[str, Any] = {
@@ -425,12 +770,12 @@ def context_data(p: Pressure, preview: Preview | None = None) -> dict[str, Any]:
         "total": p.total,
         "by_kind": p.payload.by_kind(),
         "threshold": {"tokens": p.trigger, "seq": p.trigger_seq},
-        "upto": p.messages[-1].seq if p.messages else None,
+        "upto": _last_seq(p),
         "next_request": p.headline.next.as_json(),
         "unrecorded": p.headline.unrecorded.as_json(),
         "largest": [block.as_json() for block in p.headline.largest],
         "compactions": [c.as_json() for c in p.headline.compactions],
-        "messages": message_data(p),
+        "messages": message_data(conversation, p),
         "compact": None,
     }
     if preview is not None:

@@ -17,9 +17,19 @@ pyproject.toml). One module a page or job:
 - `protocols`: the attributes presenters read of a conversation and a share link
 """
 
-from conversations.dashboard.presenters.context import ContextRead, context_page
+from conversations.dashboard.presenters.context import (
+    PREVIEW_WINDOW,
+    ContextRead,
+    context_page,
+    window_at,
+)
 from conversations.dashboard.presenters.conversation import PageRead, conversation_page
-from conversations.dashboard.presenters.diff import DiffSide, diff_page
+from conversations.dashboard.presenters.diff import (
+    DIFF_WINDOW,
+    DiffSide,
+    diff_page,
+    diff_window_page,
+)
 from conversations.dashboard.presenters.links import query
 from conversations.dashboard.presenters.listing import (
     conversation_rows,
@@ -60,6 +70,9 @@ from conversations.dashboard.presenters.texts import (
 __all__ = [
     "CONVERSATION_META_ITEMS",
     "ContextRead",
+    "PREVIEW_WINDOW",
+    "window_at",
+    "DIFF_WINDOW",
     "DiffSide",
     "MessageView",
     "MetaItem",
@@ -76,6 +89,7 @@ __all__ = [
     "conversation_page",
     "conversation_rows",
     "diff_page",
+    "diff_window_page",
     "fold_label",
     "input_text",
     "line_count",

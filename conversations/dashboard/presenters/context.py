@@ -3,7 +3,8 @@ effective payload a window at a time, each block the policy changed marked."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import bisect
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,15 +53,29 @@ def compact_query(policy: compact_core.Policy | None) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class ContextRead:
-    """What the compaction preview was read as (the view fetches it): the record's messages
-    and their seqs, the pressure before and after the policy, and the compacted record
-    (the record itself, unchanged, without a policy)."""
+    """What the compaction preview was read as (the view fetches it): the pressure before and
+    after the policy, the compacted record's changes, and one window of the record shown
+    (`messages` at `seqs`, the first at `index` of `size`) with their counts before and
+    after; `earlier`/`later`: where the windows beside it start (None: none)."""
 
     seqs: Sequence[int]
     messages: Sequence[replay.StoredMessage]
     before: Pressure
     after: Pressure
     compacted: Compacted
+    before_by: Mapping[int, int]
+    after_by: Mapping[int, int]
+    earlier: int | None
+    later: int | None
+
+
+def window_at(seqs: Sequence[int], start: int | None, changed: Sequence[int]) -> range:
+    """The positions in `seqs` of the window shown: from the first seq at or after `start`
+    (by default the first changed message's), at most `PREVIEW_WINDOW`, kept inside."""
+    first = start if start is not None else (changed[0] if changed else 0)
+    index = bisect.bisect_left(seqs, first)
+    index = max(0, min(index, max(0, len(seqs) - PREVIEW_WINDOW)))
+    return range(index, min(len(seqs), index + PREVIEW_WINDOW))
 
 
 def context_page(
@@ -80,20 +95,8 @@ def context_page(
     base: dict[str, object] = {"vision": int(options.vision), "shape": options.shape, **view}
     before, after, compacted = read.before, read.after, read.compacted
     effective = effective and policy is not None
-    before_by = {c.seq: c.count.tokens for c in before.messages}
-    after_by = {c.seq: c.count.tokens for c in after.messages}
-    if effective:
-        seqs, messages = list(compacted.seqs), list(compacted.messages)
-    else:
-        seqs, messages = list(read.seqs), list(read.messages)
-    changed_seqs = sorted({s for s, _ in compacted.changed})
-    first = start if start is not None else (changed_seqs[0] if changed_seqs else 0)
-    index = next((i for i, s in enumerate(seqs) if s >= first), len(seqs))
-    index = max(0, min(index, max(0, len(seqs) - PREVIEW_WINDOW)))
-    window = range(index, min(len(seqs), index + PREVIEW_WINDOW))
     shown_messages = []
-    for i in window:
-        seq, message = seqs[i], messages[i]
+    for seq, message in zip(read.seqs, read.messages, strict=True):
         blocks_shown = [
             PreviewBlock(j, blocks.label(b), shown(replay.prose(b)), (seq, j) in compacted.changed)
             for j, b in enumerate(message.blocks)
@@ -101,7 +104,7 @@ def context_page(
         wire = replay.project_message(message, vision=options.vision, shape=options.shape)
         shown_messages.append(
             PreviewMessage(
-                seq, message.role, before_by.get(seq), after_by.get(seq),
+                seq, message.role, read.before_by.get(seq), read.after_by.get(seq),
                 blocks_shown, shown(diff_core.content_text(wire)),
                 any(b.changed for b in blocks_shown),
             )
@@ -154,8 +157,8 @@ def context_page(
         "vision": options.vision,
         "shape": options.shape,
         "download_url": reverse("replay-download", args=[cid]) + query(**payload_query),
-        "earlier_url": page_url(seqs[max(0, index - PREVIEW_WINDOW)]) if index > 0 else "",
-        "later_url": page_url(seqs[window.stop]) if window.stop < len(seqs) else "",
+        "earlier_url": page_url(read.earlier) if read.earlier is not None else "",
+        "later_url": page_url(read.later) if read.later is not None else "",
         "diff_url": reverse("conversation-diff", args=[cid])
         + query(**base, **{f"b_{k}": v for k, v in policy_query.items()}),
     }

@@ -75,7 +75,7 @@ def conversation_page(
             shape=shape,
             margin=margin_counts(read.counted, pressure.window.tokens),
             compactions=compaction_views(
-                conversation.id, pressure.headline.compactions, pressure.cumulative
+                conversation.id, pressure.headline.compactions, pressure.dropped
             ),
         ),
         "conversation": conversation,

@@ -3,6 +3,7 @@ message by message, a window of rows at a time."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,7 +61,25 @@ def diff_page(
     message, a window of rows at a time."""
     rows = diff_core.diff(*payloads)
     start = max(0, min(start, max(0, len(rows) - 1)))
-    window = rows[start : start + DIFF_WINDOW]
+    return diff_window_page(
+        left, right, rows[start : start + DIFF_WINDOW],
+        total_rows=len(rows), differing=sum(1 for r in rows if r.status != "same"),
+        start=start, here_query=here_query,
+    )  # fmt: skip
+
+
+def diff_window_page(
+    left: DiffSide,
+    right: DiffSide,
+    window: Sequence[diff_core.Row],
+    *,
+    total_rows: int,
+    differing: int,
+    start: int,
+    here_query: dict[str, str],
+) -> dict[str, Any]:
+    """One window of aligned rows (from row `start` of `total_rows`, `differing` of which
+    differ), as the view aligned them."""
     cid = str(left.conversation.id)
     here = reverse("conversation-diff", args=[cid])
 
@@ -91,15 +110,15 @@ def diff_page(
         "left": describe_side(left),
         "right": describe_side(right),
         "rows": views,
-        "total_rows": len(rows),
-        "differing": sum(1 for r in rows if r.status != "same"),
+        "total_rows": total_rows,
+        "differing": differing,
         "start": start,
         "presets": [toggle(name, here, params, False) for name, params in presets],
         "earlier_url": here + query(**(here_query | {"from": str(max(0, start - DIFF_WINDOW))}))
         if start > 0
         else "",
         "later_url": here + query(**(here_query | {"from": str(start + DIFF_WINDOW)}))
-        if start + DIFF_WINDOW < len(rows)
+        if start + DIFF_WINDOW < total_rows
         else "",
         "other": str(right.conversation.id) if right.conversation != left.conversation else "",
         "left_vision": left.vision,

@@ -107,14 +107,15 @@ class CompactionView:
 
 
 def compaction_views(
-    conversation_id: object, compactions: Sequence[nr.Compaction], cumulative: Sequence[int]
+    conversation_id: object, compactions: Sequence[nr.Compaction], dropped: Mapping[int, int]
 ) -> dict[int, CompactionView]:
-    """By the seq each boundary precedes; `cumulative` is the pressure's running total."""
+    """By the seq each boundary precedes; `dropped`: the pressure's running total before
+    each boundary."""
     views = {}
     for c in compactions:
         said = [f"left out {c.seq:,} earlier messages"]
-        if 0 < c.seq <= len(cumulative):
-            said[0] += f" (≈{cumulative[c.seq - 1]:,} tokens)"
+        if c.seq > 0 and c.seq in dropped:
+            said[0] += f" (≈{dropped[c.seq]:,} tokens)"
         if c.post_tokens is not None:
             said.append(f"measured {c.post_tokens:,} tokens of input at #{c.post_seq}")
         diff = reverse("conversation-diff", args=[str(conversation_id)])

@@ -56,16 +56,13 @@ def tokens_view(counted: Counted, window: int | None = None) -> TokensView:
 def measured_input(p: Pressure) -> str:
     """The latest turn whose usage measured its input, beside the estimate of that input
     (everything before the message, plus the request overhead)."""
-    for i in range(len(p.messages) - 1, -1, -1):
-        usage = p.messages[i].usage
-        if usage is not None and usage.input is not None:
-            estimate = p.cumulative[i - 1] if i > 0 else p.payload.overhead
-            r = tokens.ratio(usage.input, estimate)
-            return (
-                f"measured input of #{p.messages[i].seq}: {usage.input:,} tokens vs ≈{estimate:,}"
-                + (f" estimated (×{r:.2f})" if r else " estimated")
-            )
-    return ""
+    m = p.measured
+    if m is None:
+        return ""
+    r = tokens.ratio(m.input, m.estimate)
+    return f"measured input of #{m.seq}: {m.input:,} tokens vs ≈{m.estimate:,}" + (
+        f" estimated (×{r:.2f})" if r else " estimated"
+    )
 
 
 @dataclass(frozen=True)
@@ -221,7 +218,7 @@ def pressure_view(p: Pressure, total_blocks: int) -> PressureView:
         trigger_x=round(p.trigger * BAR / scale) if p.trigger <= scale else None,
         trigger_seq=p.trigger_seq,
         measured=measured_input(p),
-        total_messages=len(p.messages),
+        total_messages=p.message_total,
         total_blocks=total_blocks,
     )
 

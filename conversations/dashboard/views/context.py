@@ -3,11 +3,14 @@ the record and its counts, then hands them to its presenter."""
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from conversations.core import compact, replay
+from conversations.core import diff as diff_core
 from conversations.core.compact import Policy
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.dashboard import presenters
@@ -17,7 +20,7 @@ from conversations.dashboard.views.common import (
     operator_required,
     with_options,
 )
-from conversations.record import selectors, token_counts
+from conversations.record import policy_reads, selectors, token_counts
 from conversations.record.models import Conversation
 
 
@@ -52,20 +55,53 @@ def _start(params: dict[str, str]) -> int | None:
 
 
 def _context_read(
-    conversation: Conversation, options: ReplayOptions, policy: Policy | None, view: dict[str, str]
+    conversation: Conversation,
+    options: ReplayOptions,
+    policy: Policy | None,
+    view: dict[str, str],
+    *,
+    effective: bool,
+    start: int | None,
 ) -> presenters.ContextRead:
-    """The record and its counts before and after `policy` (none: the record unchanged);
-    OptionError on a bad `view`."""
-    rows = selectors.message_rows(conversation)
-    stored = selectors.stored_messages(rows)
-    seqs = [r.seq for r in rows]
-    if policy is not None:
-        result = token_counts.preview(conversation, options, policy, query=view)
-        before, after, compacted = result.before, result.after, result.compacted
+    """The counts before and after `policy` and one window of the record shown (the
+    compacted one when `effective`); OptionError on a bad `view`. Without a policy only
+    the window's messages are read; a policy compacts the whole record."""
+    if policy is None:
+        before = token_counts.pressure(conversation, options, query=view)
+        window = presenters.window_at(range(conversation.message_count), start, ())
+        rows = selectors.preview_rows(conversation, window)
+        counts = {s: c.count.tokens for s, c in token_counts.counted_shown(
+            conversation, before, rows).items()}  # fmt: skip
+        seqs = [r.seq for r in rows]
+        messages = [
+            replay.StoredMessage(
+                cast(replay.Role, r.role), tuple(map(selectors.block_value, r.blocks))
+            )
+            for r in rows
+        ]
+        return presenters.ContextRead(
+            seqs, messages, before, before, compact.unchanged(messages, seqs, ""), counts, counts,
+            window.start - presenters.PREVIEW_WINDOW if window.start > 0 else None,
+            window.stop if window.stop < conversation.message_count else None,
+        )  # fmt: skip
+    whole = selectors.message_rows(conversation)
+    result = token_counts.preview(conversation, options, policy, query=view, rows=whole)
+    compacted = result.compacted
+    if effective:
+        all_seqs, all_messages = list(compacted.seqs), list(compacted.messages)
     else:
-        before = after = token_counts.pressure(conversation, options, query=view)
-        compacted = compact.unchanged(stored, seqs, "")
-    return presenters.ContextRead(seqs, stored, before, after, compacted)
+        all_seqs, all_messages = [r.seq for r in whole], selectors.stored_messages(whole)
+    changed = sorted({s for s, _ in compacted.changed})
+    window = presenters.window_at(all_seqs, start, changed)
+    seqs = all_seqs[window.start : window.stop]
+    before_by = token_counts.stored_tokens(conversation, options, seqs)
+    after_by = {c.seq: c.count.tokens for c in result.after.messages if c.seq in set(seqs)}
+    return presenters.ContextRead(
+        seqs, all_messages[window.start : window.stop], result.before, result.after, compacted,
+        before_by, after_by,
+        all_seqs[max(0, window.start - presenters.PREVIEW_WINDOW)] if window.start > 0 else None,
+        all_seqs[window.stop] if window.stop < len(all_seqs) else None,
+    )  # fmt: skip
 
 
 @require_GET
@@ -83,14 +119,13 @@ def conversation_context(
         policy = _form_policy(params)
         view: dict[str, str] = {k: params[k] for k in token_counts.VIEW_KEYS if k in params}
         start = _start(params)
-        context = presenters.context_page(
-            conversation,
-            options,
-            policy,
-            _context_read(conversation, options, policy, view),
-            view=view,
-            effective=params.get("payload") != "full",
+        effective = params.get("payload") != "full"
+        read = _context_read(
+            conversation, options, policy, view, effective=effective and policy is not None,
             start=start,
+        )  # fmt: skip
+        context = presenters.context_page(
+            conversation, options, policy, read, view=view, effective=effective, start=start
         )
     except OptionError as exc:
         return bad_request(request, exc.message)
@@ -127,13 +162,77 @@ def conversation_diff(
             right_conversation,
         )  # fmt: skip
         start = _start(params) or 0
-        payloads = (
-            _side_payload(conversation, left), _side_payload(right_conversation, right)
-        )  # fmt: skip
-        context = presenters.diff_page(left, right, payloads, start=start, here_query=params)
+        if right_conversation == conversation and left.shape == right.shape == "openai":
+            context = _diff_window(conversation, left, right, start, params)
+        else:
+            payloads = (
+                _side_payload(conversation, left), _side_payload(right_conversation, right)
+            )  # fmt: skip
+            context = presenters.diff_page(left, right, payloads, start=start, here_query=params)
     except OptionError as exc:
         return bad_request(request, exc.message)
     return render(request, "conversations/diff.html", context)
+
+
+def _policy_result(
+    conversation: Conversation, side: presenters.DiffSide
+) -> policy_reads.PolicyResult | None:
+    if side.policy is None:
+        return None
+    input_tokens = None
+    if side.policy.name == "clear_tool_uses":
+        options = ReplayOptions(side.vision, side.shape)
+        input_tokens = token_counts.pressure(conversation, options, policy=side.policy).total
+    return policy_reads.compacted_blocks(
+        conversation, side.policy, vision=side.vision, shape=side.shape, input_tokens=input_tokens
+    )
+
+
+def _diff_window(
+    conversation: Conversation,
+    left: presenters.DiffSide,
+    right: presenters.DiffSide,
+    start: int,
+    params: dict[str, str],
+) -> dict[str, object]:
+    """One conversation against itself (toggles, policies; one message shape): its messages
+    pair by seq, so only a window of them is read and diffed. A policy is applied to the
+    whole record from the blocks it looks at (`policy_reads`), never from their texts."""
+    results = (_policy_result(conversation, left), _policy_result(conversation, right))
+    kept = [r.kept_from if r is not None else 0 for r in results]
+    first, both = min(kept), max(kept)
+    total_rows = max(0, conversation.message_count - first)
+    start = max(0, min(start, max(0, total_rows - 1)))
+    seqs = range(
+        first + start, min(conversation.message_count, first + start + presenters.DIFF_WINDOW)
+    )
+    found, roles, (lefts, rights) = policy_reads.window(conversation, seqs, results)
+    rows = []
+    for seq, role, a, b in zip(found, roles, lefts, rights, strict=True):
+        sides = [
+            diff_core.Side(seq - k, role, diff_core.content_text(
+                replay.project_message(m, vision=s.vision, shape=s.shape)))
+            if m is not None else None
+            for m, s, k in ((a, left, kept[0]), (b, right, kept[1]))
+        ]  # fmt: skip
+        x, y = sides
+        if x is not None and y is not None and x.text == y.text:
+            rows.append(diff_core.Row("same", x, y))
+        elif x is not None and y is not None:
+            rows.append(diff_core.Row("changed", x, y, diff_core.text_diff(x.text, y.text)))
+        else:
+            rows.append(diff_core.Row("left" if x is not None else "right", x, y))
+    differs: set[int] = set()
+    if left.policy != right.policy:
+        for r in results:
+            differs |= policy_reads.changed_from(r, both) if r is not None else set()
+    if left.vision != right.vision:
+        differs |= policy_reads.image_seqs(conversation)
+    differing = len({s for s in differs if s >= both}) + (both - first)
+    return presenters.diff_window_page(
+        left, right, rows, total_rows=total_rows, differing=differing, start=start,
+        here_query=params,
+    )  # fmt: skip
 
 
 def _side_payload(conversation: Conversation, side: presenters.DiffSide) -> replay.Payload:

@@ -24,6 +24,7 @@ from conversations.record.schemas import (
     ToolUseIn,
     image_size,
 )
+from conversations.record.services import token_figures
 from conversations.record.services.alerts import alerts_on_commit
 from conversations.record.services.conversations import _lock
 from conversations.record.services.errors import IngestError
@@ -95,13 +96,17 @@ def _append(
             )
             for index, (role, blocks, metadata) in enumerate(messages)
         ]
-        _bulk_insert(Message, stored)
         rows: list[list[Block]] = []
         next_name = iter(names)
         for message, (_, blocks, _) in zip(stored, messages, strict=True):
             rows.append(
                 [_row(message, seq, block, next(next_name)) for seq, block in enumerate(blocks)]
             )
+        token_figures.count_new(locked, stored, rows)  # each block counted once, here
+        _bulk_insert(Message, stored)
+        for message, message_rows in zip(stored, rows, strict=True):
+            for row in message_rows:
+                row.message_id = message.pk
         _bulk_insert(Block, [row for message_rows in rows for row in message_rows])
         _insert_search_entries(
             locked,
@@ -161,6 +166,7 @@ def block_append(*, message: Message, block: BlockIn) -> Block:
             change = _open_change(current, row)
             if change:
                 changes["unanswered_calls"] = F("unanswered_calls") + change
+        token_figures.block_added(locked, current, row)
         row.save(force_insert=True)
         _insert_search_entries(locked, _search_entries(current, [row]))
         Message.objects.filter(pk=current.pk).update(block_count=F("block_count") + 1)

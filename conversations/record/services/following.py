@@ -24,6 +24,7 @@ from conversations.record.models import (
     TraceConversation,
 )
 from conversations.record.schemas import BLOCK_ADAPTER, BlockIn, MessageIn, error_sentence
+from conversations.record.services import token_figures
 from conversations.record.services.appending import block_append, messages_append
 from conversations.record.services.conversations import (
     _lock,
@@ -188,9 +189,9 @@ def _continue_latest(
     for block in blocks_in(step.blocks, "blocks"):
         block_append(message=message, block=block)
     # Its provenance names every line it was read from, as an import's does.
-    Message.objects.filter(pk=message.pk).update(
-        metadata=live_sources.merge_provenance(message.metadata, step.metadata)
-    )
+    message.metadata = live_sources.merge_provenance(message.metadata, step.metadata)
+    Message.objects.filter(pk=message.pk).update(metadata=message.metadata)
+    token_figures.metadata_changed(conversation, message)
     return gaps
 
 

@@ -1,0 +1,291 @@
+"""A compaction policy applied to a whole stored conversation without reading its texts, and
+one window of the record as a policy leaves it (docs/contract.md §7): what the diff page
+shows a window at a time.
+
+A policy looks only at some blocks (tool results and uses, reasoning, the assistant
+turns): `compacted_blocks` reads just those, their texts cut to `MARKER_CHARS` (enough to
+tell a block that already holds a policy's marker: every marker is shorter), with their
+stored counts, and runs the pure policy over that record. What a block is replaced by
+never depends on its text, so the replacements are the policy's own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from django.db.models import Q
+from django.db.models.functions import Substr
+
+from conversations.core import compact, replay
+from conversations.core.blocks import kind_of
+from conversations.core.compact import Policy
+from conversations.record.models import Block, Conversation, Message
+from conversations.record.rows import block_value
+from conversations.record.selectors import preview_rows
+from conversations.record.token_counts import LRU
+
+MARKER_CHARS = 64  # longer than every policy's marker
+LOOKED_AT: dict[compact.PolicyName, tuple[str, ...]] = {
+    "microcompact": ("tool_result",),
+    "clear_tool_uses": ("tool_use", "tool_result"),
+    "clear_thinking": ("reasoning",),
+    "boundary": (),
+}
+
+
+@dataclass(frozen=True)
+class PolicyResult:
+    """What a policy does to the whole record: each changed block's replacement by (message
+    seq, block seq), and the seqs it leaves out (those before `kept_from`)."""
+
+    changes: Mapping[tuple[int, int], replay.Block]
+    kept_from: int
+    note: str
+    known: dict[int, set[int]] = dataclasses.field(default_factory=dict, compare=False)
+
+    def in_window(self, seq: int, message: replay.StoredMessage) -> replay.StoredMessage:
+        """Message `seq` (as the window read it) with the policy's replacements."""
+        blocks = tuple(self.changes.get((seq, j), b) for j, b in enumerate(message.blocks))
+        return replay.StoredMessage(message.role, blocks)
+
+    def changed_from(self, seq: int) -> set[int]:
+        """The seqs at or after `seq` of the messages the policy changes."""
+        return {s for s, _ in self.changes if s >= seq}
+
+
+@dataclass(frozen=True)
+class CutoffResult(PolicyResult):
+    """A policy that changes every block of `kind` before a cutoff (microcompact: every tool
+    result but the `keep` latest) or outside the `kept` messages (clear_thinking: every
+    reasoning block but those of the `keep` latest assistant turns), unless the block
+    already holds its marker: found with one query, its changes per window."""
+
+    conversation: Conversation | None = None
+    kind: str = ""
+    marker: str = ""
+    cutoff: tuple[int, int] | None = None  # (message seq, block seq): blocks before change
+    kept: frozenset[int] = frozenset()  # message seqs whose blocks do not change
+
+    def _changes(self, seq: int, j: int, block: replay.Block) -> bool:
+        if kind_of(block) != self.kind or prose_marker(block) == self.marker:
+            return False
+        if self.cutoff is not None:
+            return (seq, j) < self.cutoff
+        return seq not in self.kept
+
+    def in_window(self, seq: int, message: replay.StoredMessage) -> replay.StoredMessage:
+        blocks = tuple(
+            _cleared(b, self.marker) if self._changes(seq, j, b) else b
+            for j, b in enumerate(message.blocks)
+        )
+        return replay.StoredMessage(message.role, blocks)
+
+    def changed_from(self, seq: int) -> set[int]:
+        rows = Block.objects.filter(
+            message__conversation=self.conversation, type=self.kind, message__seq__gte=seq
+        ).exclude(text=self.marker)
+        if self.cutoff is not None:
+            at, block = self.cutoff
+            rows = rows.filter(Q(message__seq__lt=at) | Q(message__seq=at, seq__lt=block))
+        else:
+            rows = rows.exclude(message__seq__in=list(self.kept))
+        return set(rows.order_by().values_list("message__seq", flat=True).distinct())
+
+
+def prose_marker(block: replay.Block) -> str:
+    """The text a policy would have left in the block (its content or reasoning)."""
+    if isinstance(block, replay.ToolResultBlock):
+        return block.content
+    if isinstance(block, replay.ReasoningBlock):
+        return block.text
+    return ""
+
+
+def _cleared(block: replay.Block, marker: str) -> replay.Block:
+    if isinstance(block, replay.ToolResultBlock):
+        return dataclasses.replace(block, content=marker)
+    return replay.ReasoningBlock(marker)
+
+
+def _cutoff_result(conversation: Conversation, policy: Policy) -> CutoffResult | None:
+    """microcompact and clear_thinking without reading the blocks they look at."""
+    if policy.name == "microcompact":
+        found: tuple[int, int] | None = None
+        if policy.keep:
+            # The latest messages holding a tool result (their stored figures say so), then
+            # their results: no read of every block.
+            holding = (
+                Message.objects.filter(conversation=conversation, counts__o__has_key="tool_result")
+                .order_by("-seq").values_list("pk", flat=True)[: policy.keep]
+            )  # fmt: skip
+            latest = (
+                Block.objects.filter(message_id__in=list(holding), type="tool_result")
+                .order_by("-message__seq", "-seq")
+                .values_list("message__seq", "seq")[policy.keep - 1 : policy.keep]
+            )
+            found = next(iter(latest), None)
+            if found is None:  # no more results than it keeps
+                return CutoffResult(
+                    {}, 0, "", conversation=conversation, kind="tool_result",
+                    marker=compact.CLEARED_RESULT, cutoff=(-1, -1),
+                )  # fmt: skip
+        return CutoffResult(
+            {}, 0, "", conversation=conversation, kind="tool_result",
+            marker=compact.CLEARED_RESULT, cutoff=found if found is not None else (1 << 62, 0),
+        )  # fmt: skip
+    if policy.name == "clear_thinking":
+        assistant = Message.objects.filter(conversation=conversation, role="assistant")
+        kept = frozenset(assistant.order_by("-seq").values_list("seq", flat=True)[: policy.keep])
+        if not policy.keep:
+            kept = frozenset()
+        return CutoffResult(
+            {}, 0, "", conversation=conversation, kind="reasoning",
+            marker=compact.CLEARED_REASONING, cutoff=None, kept=kept,
+        )  # fmt: skip
+    return None
+
+
+# (conversation, its state, policy, toggles, input tokens) → what the policy does; and
+# (…, seq) → the messages it changes from seq on. The record is append-only, so a state
+# (message count, block count, boundaries) names the answer, as for the pressure.
+results_cache: LRU[tuple[Any, ...], PolicyResult] = LRU(16)
+
+
+def _state(conversation: Conversation) -> tuple[Any, ...]:
+    return (
+        conversation.id, conversation.message_count, conversation.block_count,
+        repr(compact.boundary_seqs(conversation.metadata)),
+    )  # fmt: skip
+
+
+def changed_from(result: PolicyResult, seq: int) -> set[int]:
+    """`result.changed_from(seq)`, kept with the result (per record state)."""
+    found = result.known.get(seq)
+    if found is None:
+        found = result.known[seq] = result.changed_from(seq)
+    return found
+
+
+def compacted_blocks(
+    conversation: Conversation, policy: Policy, *, vision: bool, shape: replay.Shape,
+    input_tokens: int | None,
+) -> PolicyResult:  # fmt: skip
+    """Apply `policy` to the stored record, reading only the blocks it looks at (kept per
+    record state)."""
+    key = (*_state(conversation), policy, vision, shape, input_tokens)
+    found = results_cache.get(key)
+    if found is None:
+        found = _compacted_blocks(
+            conversation, policy, vision=vision, shape=shape, input_tokens=input_tokens
+        )
+        results_cache.put(key, found)
+    return found
+
+
+def _compacted_blocks(
+    conversation: Conversation, policy: Policy, *, vision: bool, shape: replay.Shape,
+    input_tokens: int | None,
+) -> PolicyResult:  # fmt: skip
+    cutoff = _cutoff_result(conversation, policy)
+    if cutoff is not None:
+        return cutoff
+    if policy.name == "boundary":
+        seqs = compact.boundary_seqs(conversation.metadata)
+        last = max(seqs) if seqs else 0
+        return PolicyResult({}, last, "" if seqs else "No compaction boundary is stored.")
+    kinds = LOOKED_AT[policy.name]
+    rows = (
+        Block.objects.filter(message__conversation=conversation, type__in=kinds)
+        .annotate(
+            text_start=Substr("text", 1, MARKER_CHARS + 1),
+            input_start=Substr("input_json", 1, MARKER_CHARS + 1),
+        )
+        .order_by("message__seq", "seq")
+        .values_list(
+            "message__seq",
+            "message__role",
+            "seq",
+            "type",
+            "call_id",
+            "name",
+            "is_error",
+            "text_start",
+            "input_start",
+            "tokens",
+        )  # fmt: skip
+    )
+    grouped: dict[int, tuple[str, list[tuple[int, replay.Block, int]]]] = {}
+    for seq, role, block_seq, kind, call_id, name, is_error, text, input_json, n in rows:
+        value = block_value(_Cut(kind, text, call_id, name, input_json, is_error))
+        grouped.setdefault(seq, (role, []))[1].append((block_seq, value, n or 0))
+    if policy.name == "clear_thinking":  # which assistant turns are the latest counts too
+        assistant = Message.objects.filter(conversation=conversation, role="assistant")
+        for seq in assistant.values_list("seq", flat=True):
+            grouped.setdefault(seq, ("assistant", []))
+    seqs = sorted(grouped)
+    messages = [
+        replay.StoredMessage(
+            cast(replay.Role, grouped[s][0]), tuple(b for _, b, _ in grouped[s][1])
+        )
+        for s in seqs
+    ]
+    own = {(i, j): n for i, s in enumerate(seqs) for j, (_, _, n) in enumerate(grouped[s][1])}
+    result = compact.compact(
+        messages, policy, seqs=seqs, vision=vision, shape=shape, input_tokens=input_tokens,
+        own_tokens=own,
+    )  # fmt: skip
+    index = {s: i for i, s in enumerate(seqs)}
+    changes = {
+        (seq, grouped[seq][1][j][0]): result.messages[index[seq]].blocks[j]
+        for seq, j in result.changed
+    }
+    return PolicyResult(changes, 0, result.note)
+
+
+@dataclass(frozen=True, slots=True)
+class _Cut:
+    """A block row with its texts cut (`block_value` reads these columns)."""
+
+    type: str
+    text: str
+    call_id: str
+    name: str
+    input_json: str
+    is_error: bool
+    media_type: str = ""
+    data: str = ""
+    width: int | None = None
+    height: int | None = None
+
+
+def window(
+    conversation: Conversation, seqs: range, results: Sequence[PolicyResult | None]
+) -> tuple[list[int], list[str], list[list[replay.StoredMessage | None]]]:
+    """The messages at `seqs` as each side's policy leaves them (None: left out), with
+    their texts cut as pages cut them: seqs, roles, and one list per side."""
+    rows = preview_rows(conversation, seqs)
+    stored = [
+        replay.StoredMessage(cast(replay.Role, r.role), tuple(map(block_value, r.blocks)))
+        for r in rows
+    ]
+    sides: list[list[replay.StoredMessage | None]] = []
+    for result in results:
+        side: list[replay.StoredMessage | None] = []
+        for row, message in zip(rows, stored, strict=True):
+            if result is None:
+                side.append(message)
+            elif row.seq < result.kept_from:
+                side.append(None)
+            else:
+                side.append(result.in_window(row.seq, message))
+        sides.append(side)
+    return [r.seq for r in rows], [r.role for r in rows], sides
+
+
+def image_seqs(conversation: Conversation) -> set[int]:
+    """The seqs of the messages holding an image (their projection depends on vision)."""
+    rows = Block.objects.filter(message__conversation=conversation, type="image")
+    return set(rows.values_list("message__seq", flat=True).distinct())

@@ -1,0 +1,190 @@
+"""Token figures written with the blocks they count (docs/contract.md §7): each block is
+counted once, when it is stored, and each message keeps its count, its running total and
+what its measured usage says, so no page or frame counts stored text again.
+
+Called by the append paths (`appending`) inside their transaction, with the
+conversation row locked; nothing here broadcasts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+from django.db.models import F
+
+from conversations.core import next_request as nr
+from conversations.core import stored_counts, tokens
+from conversations.core.blocks import BlockKind, Role
+from conversations.core.stored_counts import StoredFacts
+from conversations.record.models import Block, Conversation, Message
+from conversations.record.rows import block_value
+
+VISION, SHAPE = stored_counts.DEFAULT
+LATER_BATCH = 1000  # later messages' running totals moved per statement batch
+# Blocks counted (here, as they are stored; and a compaction's changed blocks, by
+# `token_counts`): tests check that nothing else counts.
+stats = {"blocks_counted": 0}
+
+
+def block_facts(row: Block) -> StoredFacts:
+    """Count a block row (not yet stored) once: sets `row.tokens`, returns its facts."""
+    value = block_value(row)
+    row.tokens = tokens.block_tokens(value, vision=VISION, shape=SHAPE)
+    stats["blocks_counted"] += 1
+    return StoredFacts(
+        cast(BlockKind, row.type), row.tokens, tokens.blank(value),
+        row.media_type, row.width, row.height,
+    )  # fmt: skip
+
+
+def _fill(message: Message, facts: Sequence[StoredFacts], before: int, run: dict[str, int]) -> int:
+    """Set a message's figures after `before` tokens (`run` by kind); its own count."""
+    role = cast(Role, message.role)
+    data = stored_counts.figures(role, facts)
+    count = stored_counts.count(role, data, vision=VISION, shape=SHAPE)
+    data["run"] = stored_counts.add_kinds(run, count.by_kind)
+    message.tokens = count.tokens
+    message.cumulative = before + count.tokens
+    message.counts = data
+    message.varies = stored_counts.varies(role, data)
+    message.heaviest = stored_counts.heaviest(role, facts)
+    return count.tokens
+
+
+def count_new(
+    conversation: Conversation, messages: Sequence[Message], rows: Sequence[Sequence[Block]]
+) -> None:
+    """Count new messages (not yet stored, consecutive from the conversation's end) and
+    their block rows: sets the blocks' `tokens` and the messages' figures."""
+    if not messages:
+        return
+    first = messages[0].seq
+    previous = (
+        Message.objects.filter(conversation=conversation, seq=first - 1)
+        .values_list("cumulative", "counts")
+        .first()
+    )
+    before, run = 0, {}
+    if previous is not None:
+        before = previous[0] or 0
+        run = dict((previous[1] or {}).get("run", {}))
+    turns: dict[str, int] = {}
+    for message, message_rows in zip(messages, rows, strict=True):
+        facts = [block_facts(row) for row in message_rows]
+        before += _fill(message, facts, before, run)
+        run = cast(dict[str, Any], message.counts)["run"]
+        _measure(conversation, message, turns)
+
+
+def _measure(conversation: Conversation, message: Message, turns: dict[str, int]) -> None:
+    """`measured` and `turn_start` from the message's metadata: the provider's measured input
+    of an assistant turn, and the seq of the first message of the response it belongs to
+    (`turns`: response id → first seq, within this write)."""
+    metadata = message.metadata if isinstance(message.metadata, dict) else {}
+    turn = nr.turn_of(metadata)
+    start = message.seq
+    if turn is not None:
+        if turn not in turns:
+            turns[turn] = _earlier_start(conversation, message.seq, turn)
+        start = turns[turn]
+    usage = tokens.usage_of(metadata)
+    measured = message.role == "assistant" and usage is not None and bool(usage.input)
+    message.measured = usage.input if measured and usage is not None else None
+    message.turn_start = start if measured else None
+
+
+def _earlier_start(conversation: Conversation, seq: int, turn: str) -> int:
+    """Where response `turn` began, when the latest measured message before `seq` is part
+    of it (a response stored in pieces, its tool results between them); else `seq`."""
+    earlier = (
+        Message.objects.filter(conversation=conversation, seq__lt=seq, measured__isnull=False)
+        .order_by("-seq")
+        .values_list("turn_start", "metadata")
+        .first()
+    )
+    if earlier is not None and isinstance(earlier[1], dict) and nr.turn_of(earlier[1]) == turn:
+        return cast(int, earlier[0])
+    return seq
+
+
+def block_added(conversation: Conversation, message: Message, row: Block) -> None:
+    """Count block `row` (not yet stored) appended to `message` (as read under the lock):
+    sets `row.tokens` and moves the message's figures and every later running total."""
+    fact = block_facts(row)
+    data: dict[str, Any] = message.counts or {}
+    role = cast(Role, message.role)
+    was_blank = 0 < int(data.get("n", 0)) == len(data.get("bl", ()))
+    if "t" in data or fact.kind == "image" or was_blank:
+        facts = _stored_facts(message, data) + [fact]
+        fresh = stored_counts.figures(role, facts)
+        heaviest = stored_counts.heaviest(role, facts)
+    else:  # the sums move; no row is read
+        fresh = {"o": stored_counts.add_kinds(data.get("o", {}), {fact.kind: fact.tokens}),
+                 "n": int(data.get("n", 0)) + 1}  # fmt: skip
+        blank = [*data.get("bl", ()), *([row.seq] if fact.blank else [])]
+        if blank:
+            fresh["bl"] = blank
+        heaviest = 0 if len(blank) == fresh["n"] else max(message.heaviest, fact.tokens)
+    old = stored_counts.count(role, data, vision=VISION, shape=SHAPE)
+    new = stored_counts.count(role, fresh, vision=VISION, shape=SHAPE)
+    delta = new.tokens - old.tokens
+    moved = stored_counts.add_kinds(new.by_kind, {}, old.by_kind)
+    fresh["run"] = stored_counts.add_kinds(data.get("run", {}), moved)
+    Message.objects.filter(pk=message.pk).update(
+        tokens=new.tokens,
+        cumulative=F("cumulative") + delta,
+        counts=fresh,
+        varies=stored_counts.varies(role, fresh),
+        heaviest=heaviest,
+    )
+    if message.seq + 1 < conversation.message_count:
+        _move_later(conversation, message.seq, delta, moved)
+
+
+def _stored_facts(message: Message, data: dict[str, Any]) -> list[StoredFacts]:
+    blank = stored_counts.blank_of(data)
+    rows = (
+        Block.objects.filter(message=message)
+        .order_by("seq")
+        .values_list("seq", "type", "tokens", "media_type", "width", "height")
+    )
+    return [
+        StoredFacts(cast(BlockKind, kind), n or 0, seq in blank, media, width, height)
+        for seq, kind, n, media, width, height in rows
+    ]
+
+
+def _move_later(conversation: Conversation, seq: int, delta: int, moved: dict[str, int]) -> None:
+    """A block appended to a message before the last: every later running total moves
+    (rare: agents append to their latest message). In batches, memory bounded."""
+    if delta:
+        Message.objects.filter(conversation=conversation, seq__gt=seq).update(
+            cumulative=F("cumulative") + delta
+        )
+    if not any(moved.values()):
+        return
+    after = seq
+    while True:
+        batch = list(
+            Message.objects.filter(conversation=conversation, seq__gt=after)
+            .order_by("seq")
+            .only("pk", "seq", "counts")[:LATER_BATCH]
+        )
+        if not batch:
+            return
+        for later in batch:
+            data = dict(later.counts or {})
+            data["run"] = stored_counts.add_kinds(data.get("run", {}), moved)
+            later.counts = data
+        Message.objects.bulk_update(batch, ["counts"])
+        after = batch[-1].seq
+
+
+def metadata_changed(conversation: Conversation, message: Message) -> None:
+    """A message's metadata was replaced (a followed file's turn grew): its measured usage
+    is read again."""
+    _measure(conversation, message, {})
+    Message.objects.filter(pk=message.pk).update(
+        measured=message.measured, turn_start=message.turn_start
+    )
