@@ -18,7 +18,7 @@ from conversations.core import page_windows, replay
 from conversations.core.options import ReplayOptions
 from conversations.dashboard import presenters, share_pages
 from conversations.record import selectors, services, token_counts
-from conversations.record.models import ShareLink
+from conversations.record.models import Conversation, ShareLink
 
 
 def tail_counts(conversation_id: str) -> tuple[int, dict[int, int]]:
@@ -34,6 +34,11 @@ def block_counts_between(conversation_id: str, seqs: range) -> dict[int, int] | 
     if conversation is None:
         return None
     return selectors.block_counts_between(conversation, seqs)
+
+
+# A frame's reads are tried again (up to this many times in all) when an append lands
+# between them, so that its totals and pressure view never name two states of the record.
+READS = 3
 
 
 class Frame(NamedTuple):
@@ -60,15 +65,12 @@ def messages_frame(
     `images` False: a share link's, with no image URL on the record side; `share`: a
     share link's, with no link to a message's record JSON.
     """
-    conversation = selectors.conversation_get(conversation_id)
-    if conversation is None or not seqs:
+    state = _state(conversation_id, vision, shape, view)
+    if state is None or not seqs:
         return Frame("", {})
+    conversation, total_blocks, pressure = state
     wanted = sorted(set(seqs))
     rows = selectors.preview_rows(conversation, wanted)
-    total_blocks = selectors.block_total(conversation)
-    pressure = token_counts.pressure(
-        conversation, ReplayOptions(vision, shape), query=dict(view), total_blocks=total_blocks
-    )
     shown = token_counts.counted_shown(conversation, pressure, rows)
     margin = presenters.margin_counts(shown, pressure.window.tokens)
     compactions = presenters.compaction_views(
@@ -95,6 +97,24 @@ def messages_frame(
         )
     )
     return Frame("".join(parts), {m.seq: m.block_count for m in views})
+
+
+def _state(
+    conversation_id: str, vision: bool, shape: replay.Shape, view: tuple[tuple[str, str], ...]
+) -> tuple[Conversation, int, token_counts.Pressure] | None:
+    """The conversation, its block total and its pressure, read as one state of the record:
+    read again (up to READS times) when an append lands between the reads."""
+    for attempt in range(1, READS + 1):
+        conversation = selectors.conversation_get(conversation_id)
+        if conversation is None:
+            return None
+        total_blocks = selectors.block_total(conversation)
+        pressure = token_counts.pressure(
+            conversation, ReplayOptions(vision, shape), query=dict(view), total_blocks=total_blocks
+        )
+        if len(pressure.messages) == conversation.message_count or attempt == READS:
+            return conversation, total_blocks, pressure
+    return None
 
 
 def reload_frame(conversation_id: str, vision: bool, shape: replay.Shape) -> Frame:
