@@ -15,6 +15,8 @@ from django.conf import settings  # noqa: E402
 from django.core.exceptions import RequestAborted  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler  # noqa: E402
 
+from conversations.live.fanout import serving  # noqa: E402
+
 
 class BoundedBodyASGIHandler(ASGIHandler):
     """Keeps at most DATA_UPLOAD_MAX_MEMORY_SIZE + 1 bytes of a request body.
@@ -27,6 +29,14 @@ class BoundedBodyASGIHandler(ASGIHandler):
     no public one for the body); tests/test_internals.py fails on an upgrade that changes
     its signature or stops `handle` from calling it.
     """
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        # Counted for the live fan-out, which yields to requests (conversations/live/fanout.py).
+        serving.started()
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            serving.finished()
 
     async def read_body(self, receive: Any) -> Any:
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
@@ -51,6 +61,7 @@ class BoundedBodyASGIHandler(ASGIHandler):
         return body_file
 
 
+from conversations.live.internals import Wire  # noqa: E402
 from conversations.live.routing import websocket_urlpatterns  # noqa: E402
 from replaysite.origin import SameOriginValidator  # noqa: E402
 
@@ -59,6 +70,8 @@ from replaysite.origin import SameOriginValidator  # noqa: E402
 application = ProtocolTypeRouter(
     {
         "http": BoundedBodyASGIHandler(),
-        "websocket": SameOriginValidator(SessionMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": Wire(
+            SameOriginValidator(SessionMiddlewareStack(URLRouter(websocket_urlpatterns)))
+        ),
     }
 )

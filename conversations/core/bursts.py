@@ -10,7 +10,8 @@ watchers fall behind gets fewer, larger frames. Pure: the caller knows when it i
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Callable, Iterable
 
 # The most positions one told change carries (the latest): a watcher missing earlier ones
 # sees the gap and resyncs from the database.
@@ -39,3 +40,75 @@ class Positions:
         """What waits, as (seq, block count) in seq order (the latest `limit`), now told."""
         ends, self.ends = self.ends, {}
         return [(seq, ends[seq]) for seq in sorted(ends)[-self.limit :]]
+
+
+Clock = Callable[[], float]
+
+# While the process is saturated with requests (serving one most of the time: more than
+# SATURATED of the last moments, averaged over about TAU seconds), its fan-out takes at most
+# SHARE of the time (ingest first), with BURST seconds of delivering in hand after a quiet
+# moment. A process that is not saturated delivers every change at once.
+SHARE = 0.1
+BURST = 0.2
+SATURATED = 0.75
+TAU = 0.5
+
+
+class Budget:
+    """The fan-out's share of a saturated process: a bucket of delivering time that fills
+    at `share` seconds per second (up to `burst`) and empties by what each delivery took."""
+
+    def __init__(self, clock: Clock, share: float = SHARE, burst: float = BURST) -> None:
+        self.clock = clock
+        self.share = share
+        self.burst = burst
+        self.level = burst
+        self.at = clock()
+
+    def fill(self) -> float:
+        now = self.clock()
+        self.level = min(self.burst, self.level + (now - self.at) * self.share)
+        self.at = now
+        return self.level
+
+    def spent(self, seconds: float) -> None:
+        self.fill()
+        self.level -= seconds
+
+    def wait(self, saturated: bool) -> float:
+        """Seconds to wait before the next delivery (0: now): until the bucket holds some
+        time again, if the process is saturated."""
+        level = self.fill()
+        if not saturated or level > 0:
+            return 0.0
+        return -level / self.share + 1e-3
+
+
+class Serving:
+    """Requests in flight in this process, and the share of the recent time it spent
+    serving at least one (an exponential average over about `tau` seconds)."""
+
+    def __init__(self, clock: Clock, tau: float = TAU) -> None:
+        self.clock = clock
+        self.tau = tau
+        self.in_flight = 0
+        self.fraction = 0.0
+        self.at = clock()
+
+    def update(self) -> float:
+        now = self.clock()
+        busy = 1.0 if self.in_flight > 0 else 0.0
+        self.fraction = busy + (self.fraction - busy) * math.exp(-(now - self.at) / self.tau)
+        self.at = now
+        return self.fraction
+
+    def started(self) -> None:
+        self.update()
+        self.in_flight += 1
+
+    def finished(self) -> None:
+        self.update()
+        self.in_flight -= 1
+
+    def saturated(self) -> bool:
+        return self.update() > SATURATED

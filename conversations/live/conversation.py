@@ -19,6 +19,7 @@ from conversations.core.options import OptionError
 from conversations.core.socket_window import HeldWindow, parse_report
 from conversations.live import fragments
 from conversations.live.fanout import Fanout, fanout
+from conversations.live.internals import Shared
 from conversations.live.render_cache import batches, frames
 from conversations.live.watcher import BAD_REQUEST, NOT_FOUND, Watcher
 from conversations.record import events
@@ -209,9 +210,13 @@ class ConversationConsumer(Watcher):
             for frame in await self.frames(wanted):
                 await self.push(frame)
 
-    async def push(self, frame: fragments.Frame) -> None:
-        """Send a frame unless it holds nothing newer than the client has."""
+    async def push(self, frame: fragments.Frame, shared: Shared | None = None) -> None:
+        """Send a frame unless it holds nothing newer than the client has (`shared`: its
+        bytes, prepared once for every socket of the view)."""
         if not self.window.newer(frame.counts):
             return
-        await self.send(text_data=frame.html)
+        if shared is None:
+            await self.send(text_data=frame.html)
+        else:
+            await self.send_shared(shared)
         self.window.sent(frame.counts)

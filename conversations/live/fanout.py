@@ -8,9 +8,11 @@ what a frame's bytes depend on (`ConversationConsumer.view_key`: the conversatio
 toggles, the pressure view's overrides, a share link's scope); the sockets of one view that
 hold the same positions get the same frame, rendered once (`render_cache.batches`).
 
-A change is delivered at once. Changes that arrive while the previous one is still being
-rendered or sent wait, merged (`core/bursts.py`), and go out together when it is done:
-coalescing only while this process is behind, never on a timer. A socket that is itself
+A change is delivered at once (the leading edge). Changes that arrive while the previous one
+is still being rendered or sent wait, merged (`core/bursts.py`), and go out together when it
+is done; and while the process is saturated with requests and its fan-out has taken its
+share of the time (`bursts.Budget`, 10 %), changes wait for the requests: coalescing only
+while this process is behind, never on a fixed timer. A socket that is itself
 behind (busy with a resume or a resync, still opening, missing an earlier message) is
 left out of the shared frame and takes its own path under its lock: the positions it
 missed, or a resync from the database.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import weakref
 from collections.abc import Coroutine, Hashable
 from typing import TYPE_CHECKING, Any
@@ -27,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from channels.layers import BaseChannelLayer, get_channel_layer
 
 from conversations.core import bursts
+from conversations.live.internals import Shared
 from conversations.record import events
 
 if TYPE_CHECKING:
@@ -34,6 +38,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 1.0  # after the layer failed a receive (Redis down): try again this soon
+# This process's HTTP requests in flight, counted by the ASGI entry (replaysite/asgi.py):
+# the fan-out yields to them once it has had its share.
+serving = bursts.Serving(time.monotonic)
 ADDS = ("conversation.message_added", "conversation.block_added", "conversation.changed")
 
 
@@ -67,6 +74,7 @@ class Fanout:
         self.audiences: dict[str, Audience] = {}
         self.receiver: asyncio.Task[None] | None = None
         self.tasks: set[asyncio.Task[None]] = set()  # deletions being told
+        self.budget = bursts.Budget(time.monotonic)  # the process's, for every conversation
 
     async def subscribe(self, socket: ConversationConsumer) -> None:
         """Deliver the socket's conversation to it from now on (again: renews the group)."""
@@ -123,11 +131,25 @@ class Fanout:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
+    async def turn(self) -> None:
+        """Until the fan-out may deliver: at once unless the process is saturated with
+        requests and the fan-out has had its share of the time."""
+        while True:
+            wait = self.budget.wait(serving.saturated())
+            if wait <= 0:
+                return
+            await asyncio.sleep(wait)
+
     async def deliver_all(self, audience: Audience) -> None:
-        """Deliver what waits, then what came meanwhile, until nothing waits."""
+        """Deliver what waits, then what came meanwhile, until nothing waits. While this
+        process is saturated with requests and its fan-out has had its share of the time
+        (`bursts.Budget`), what waits keeps waiting, merging with what comes next: ingest
+        first, and watchers behind get fewer, larger frames."""
         try:
             while audience.waiting:
+                await self.turn()
                 positions = audience.waiting.take()
+                started = time.monotonic()
                 for view in list(audience.views.values()):
                     try:
                         await deliver(list(view), positions)
@@ -135,6 +157,7 @@ class Fanout:
                         log.warning("live fan-out failed: %s: %s", type(exc).__name__, exc)
                         for socket in view:  # each catches up on its own path
                             socket.fall_behind(positions)
+                self.budget.spent(time.monotonic() - started)
         finally:
             audience.worker = None
 
@@ -154,8 +177,9 @@ async def deliver(sockets: list[ConversationConsumer], positions: list[tuple[int
             socket.fall_behind(positions)
         elif wanted:
             alike.setdefault(tuple(wanted), []).append(socket)
-    for shared, members in alike.items():
-        frames = await members[0].frames(shared)
+    for shared_positions, members in alike.items():
+        frames = await members[0].frames(shared_positions)
+        shared = [Shared(frame.html) for frame in frames]  # encoded and framed once
         for socket in members:
             if socket.closing:
                 continue
@@ -163,8 +187,8 @@ async def deliver(sockets: list[ConversationConsumer], positions: list[tuple[int
                 socket.fall_behind(positions)
                 continue
             async with socket.lock:  # free (ready): taken without waiting
-                for frame in frames:
-                    await socket.push(frame)
+                for frame, bytes_ in zip(frames, shared, strict=True):
+                    await socket.push(frame, bytes_)
 
 
 async def tell_deleted(sockets: list[ConversationConsumer], message: dict[str, Any]) -> None:

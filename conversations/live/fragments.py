@@ -65,12 +65,17 @@ def messages_frame(
     `images` False: a share link's, with no image URL on the record side; `share`: a
     share link's, with no link to a message's record JSON.
     """
+    conversation = selectors.conversation_get(conversation_id)
+    if conversation is None or not seqs:
+        return Frame("", {})
+    wanted = sorted(set(seqs))
+    # The messages first, then the totals and pressure: a frame's totals are never older
+    # than its messages (a client skips a later frame of messages it already holds).
+    rows = selectors.preview_rows(conversation, wanted)
     state = _state(conversation_id, vision, shape, view)
-    if state is None or not seqs:
+    if state is None:
         return Frame("", {})
     conversation, total_blocks, pressure = state
-    wanted = sorted(set(seqs))
-    rows = selectors.preview_rows(conversation, wanted)
     shown = token_counts.counted_shown(conversation, pressure, rows)
     margin = presenters.margin_counts(shown, pressure.window.tokens)
     compactions = presenters.compaction_views(
