@@ -5,7 +5,7 @@ lacks, its resume report, and the per-key socket quota. No database, no server, 
 from __future__ import annotations
 
 from conversations.core import page_windows
-from conversations.core.bursts import Positions
+from conversations.core.bursts import Budget, Positions, Serving
 from conversations.core.socket_window import HeldWindow, Quota, Report, parse_report
 
 # -- what waits while behind ---------------------------------------------------------------------
@@ -38,6 +38,89 @@ def test_past_its_bound_only_the_latest_positions_are_told() -> None:
     waiting.add((n, 1) for n in range(12))
     # Only the latest: a watcher holding less sees the gap and resyncs from the record.
     assert waiting.take() == [(n, 1) for n in range(7, 12)]
+
+
+class Clock:
+    """Monotonic seconds that move only when told."""
+
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_a_process_not_saturated_delivers_at_once_whatever_it_spent() -> None:
+    clock = Clock()
+    budget = Budget(clock, share=0.1, burst=0.2)
+    budget.spent(5.0)  # far more than its share
+    assert budget.wait(saturated=False) == 0.0
+
+
+def test_a_saturated_process_delivers_at_most_its_share_of_the_time() -> None:
+    clock = Clock()
+    budget = Budget(clock, share=0.1, burst=0.2)
+    assert budget.wait(saturated=True) == 0.0  # what it has in hand after a quiet moment
+    budget.spent(0.25)  # 0.05 s past what it had
+    wait = budget.wait(saturated=True)
+    assert 0.5 <= wait <= 0.51  # 0.05 s at a tenth of the time
+    clock.advance(wait)
+    assert budget.wait(saturated=True) == 0.0
+    # Over a long saturated run: deliveries of 0.1 s, each as soon as allowed.
+    delivering = 0.0
+    started = clock()
+    for _ in range(50):
+        clock.advance(budget.wait(saturated=True))
+        budget.spent(0.1)
+        clock.advance(0.1)
+        delivering += 0.1
+    assert delivering / (clock() - started) <= 0.1 * 1.25  # the share, plus what was in hand
+
+
+def test_a_saturated_process_never_waits_longer_than_its_bound() -> None:
+    clock = Clock()
+    budget = Budget(clock, share=0.1, burst=0.2)
+    budget.spent(30.0)  # one very slow delivery
+    assert budget.wait(saturated=True) <= 0.4 / 0.1 + 0.01  # from -burst back to zero
+
+
+def test_requests_back_to_back_saturate_and_an_agent_waiting_for_its_frames_does_not() -> None:
+    clock = Clock()
+    serving = Serving(clock)
+    assert not serving.saturated()  # nothing served yet
+    for _ in range(20):  # an agent: a request, then 40 ms waiting for its frame
+        serving.started()
+        clock.advance(0.01)
+        serving.finished()
+        clock.advance(0.04)
+    assert not serving.saturated()
+    for _ in range(20):  # a client posting back to back
+        serving.started()
+        clock.advance(0.005)
+        serving.finished()
+        clock.advance(0.0005)
+    assert serving.saturated()
+    clock.advance(0.2)  # then nothing for a while
+    assert not serving.saturated()
+
+
+def test_overlapping_requests_saturate() -> None:
+    clock = Clock()
+    serving = Serving(clock)
+    serving.started()
+    for _ in range(30):  # two clients: each request starts while the other's is in flight
+        clock.advance(0.02)
+        serving.started()
+        clock.advance(0.02)
+        serving.finished()
+    assert serving.in_flight == 1 and serving.saturated()
+    serving.finished()
+    assert serving.saturated()  # just now
+    clock.advance(0.2)
+    assert not serving.saturated()
 
 
 # -- what a client holds -----------------------------------------------------------------------

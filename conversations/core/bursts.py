@@ -10,7 +10,6 @@ watchers fall behind gets fewer, larger frames. Pure: the caller knows when it i
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 
 # The most positions one told change carries (the latest): a watcher missing earlier ones
@@ -44,19 +43,23 @@ class Positions:
 
 Clock = Callable[[], float]
 
-# While the process is saturated with requests (serving one most of the time: more than
-# SATURATED of the last moments, averaged over about TAU seconds), its fan-out takes at most
-# SHARE of the time (ingest first), with BURST seconds of delivering in hand after a quiet
-# moment. A process that is not saturated delivers every change at once.
+# A process is saturated with requests when they come back to back: on average (a moving
+# average, each request weighing WEIGHT) less than GAP seconds pass between one request's
+# end and the next one's start. While it is, its fan-out takes at most SHARE of the time
+# (ingest first), with BURST seconds of delivering in hand after a quiet moment, and never
+# waits longer than BURST / SHARE seconds. A process that is not saturated (an agent that
+# waits for its frames, a few agents) delivers every change at once.
 SHARE = 0.1
 BURST = 0.2
-SATURATED = 0.75
-TAU = 0.5
+GAP = 0.005
+WEIGHT = 0.2
+QUIET = 0.05  # seconds without a request: not saturated, whatever came before
 
 
 class Budget:
     """The fan-out's share of a saturated process: a bucket of delivering time that fills
-    at `share` seconds per second (up to `burst`) and empties by what each delivery took."""
+    at `share` seconds per second (up to `burst`) and empties by what each delivery took
+    (down to `-burst`)."""
 
     def __init__(self, clock: Clock, share: float = SHARE, burst: float = BURST) -> None:
         self.clock = clock
@@ -73,7 +76,7 @@ class Budget:
 
     def spent(self, seconds: float) -> None:
         self.fill()
-        self.level -= seconds
+        self.level = max(-self.burst, self.level - seconds)
 
     def wait(self, saturated: bool) -> float:
         """Seconds to wait before the next delivery (0: now): until the bucket holds some
@@ -85,30 +88,25 @@ class Budget:
 
 
 class Serving:
-    """Requests in flight in this process, and the share of the recent time it spent
-    serving at least one (an exponential average over about `tau` seconds)."""
+    """This process's requests: how many are in flight, and how long it waits between
+    them (the moving average of the gap from one's end to the next one's start, 0 when
+    they overlap)."""
 
-    def __init__(self, clock: Clock, tau: float = TAU) -> None:
+    def __init__(self, clock: Clock) -> None:
         self.clock = clock
-        self.tau = tau
         self.in_flight = 0
-        self.fraction = 0.0
-        self.at = clock()
-
-    def update(self) -> float:
-        now = self.clock()
-        busy = 1.0 if self.in_flight > 0 else 0.0
-        self.fraction = busy + (self.fraction - busy) * math.exp(-(now - self.at) / self.tau)
-        self.at = now
-        return self.fraction
+        self.gap = 1.0
+        self.ended = float("-inf")
 
     def started(self) -> None:
-        self.update()
+        gap = 0.0 if self.in_flight else min(1.0, self.clock() - self.ended)
+        self.gap += (gap - self.gap) * WEIGHT
         self.in_flight += 1
 
     def finished(self) -> None:
-        self.update()
         self.in_flight -= 1
+        self.ended = self.clock()
 
     def saturated(self) -> bool:
-        return self.update() > SATURATED
+        recent = self.in_flight > 0 or self.clock() - self.ended < QUIET
+        return recent and self.gap < GAP
