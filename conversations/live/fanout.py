@@ -75,16 +75,20 @@ class Fanout:
         self.receiver: asyncio.Task[None] | None = None
         self.tasks: set[asyncio.Task[None]] = set()  # deletions being told
         self.budget = bursts.Budget(time.monotonic)  # the process's, for every conversation
+        # Joins and leaves one at a time: a page reloaded joins as its old socket leaves.
+        self.membership = asyncio.Lock()
 
     async def subscribe(self, socket: ConversationConsumer) -> None:
         """Deliver the socket's conversation to it from now on (again: renews the group)."""
         audience = self.audiences.setdefault(socket.conversation_id, Audience())
         audience.views.setdefault(socket.view_key(), set()).add(socket)
-        if not self.channel:
-            self.channel = await self.layer.new_channel()
-        if self.receiver is None or self.receiver.done():
-            self.receiver = asyncio.ensure_future(self.receive())
-        await self.layer.group_add(events.conversation_group(socket.conversation_id), self.channel)
+        group = events.conversation_group(socket.conversation_id)
+        async with self.membership:
+            if not self.channel:
+                self.channel = await self.layer.new_channel()
+            if self.receiver is None or self.receiver.done():
+                self.receiver = asyncio.ensure_future(self.receive())
+            await self.layer.group_add(group, self.channel)
 
     async def unsubscribe(self, socket: ConversationConsumer) -> None:
         audience = self.audiences.get(socket.conversation_id)
@@ -98,11 +102,14 @@ class Fanout:
         if audience.views:
             return
         del self.audiences[socket.conversation_id]
-        if not self.audiences and self.receiver is not None:
-            self.receiver.cancel()  # nothing watched here: no receive left waiting
-            self.receiver = None
-        group = events.conversation_group(socket.conversation_id)
-        await self.layer.group_discard(group, self.channel)
+        async with self.membership:
+            if socket.conversation_id in self.audiences:
+                return  # watched again meanwhile (a page reloaded): stay in the group
+            if not self.audiences and self.receiver is not None:
+                self.receiver.cancel()  # nothing watched here: no receive left waiting
+                self.receiver = None
+            group = events.conversation_group(socket.conversation_id)
+            await self.layer.group_discard(group, self.channel)
 
     async def receive(self) -> None:
         """Hear every watched conversation's events on this process's one channel."""
