@@ -210,6 +210,18 @@ class ConversationConsumer(Watcher):
             for frame in await self.frames(wanted):
                 await self.push(frame)
 
+    def push_now(self, frame: fragments.Frame, shared: Shared) -> bool:
+        """`push` without awaiting (so without the lock: nothing can interleave), when the
+        socket is free and daphne's protocol takes the bytes; False: `push` instead."""
+        if not self.ready():
+            return False
+        if not self.window.newer(frame.counts):
+            return True
+        if not self.write_shared(shared):
+            return False
+        self.window.sent(frame.counts)
+        return True
+
     async def push(self, frame: fragments.Frame, shared: Shared | None = None) -> None:
         """Send a frame unless it holds nothing newer than the client has (`shared`: its
         bytes, prepared once for every socket of the view)."""

@@ -193,6 +193,8 @@ async def deliver(sockets: list[ConversationConsumer], positions: list[tuple[int
             if not socket.ready():  # it got busy while the frame was rendered
                 socket.fall_behind(positions)
                 continue
+            if len(frames) == 1 and socket.push_now(frames[0], shared[0]):
+                continue  # the common case: written at once, nothing awaited
             async with socket.lock:  # free (ready): taken without waiting
                 for frame, bytes_ in zip(frames, shared, strict=True):
                     await socket.push(frame, bytes_)

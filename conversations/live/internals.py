@@ -71,13 +71,20 @@ class LiveConsumer(AsyncWebsocketConsumer):
 
     closing = False  # closed (or closing) by us: events that arrive now are dropped
 
-    async def send_shared(self, frame: Shared) -> None:
-        """Send a frame many sockets share: its prepared bytes straight to daphne's
-        protocol when open, else through the ASGI send."""
+    def write_shared(self, frame: Shared) -> bool:
+        """Write a frame many sockets share, its prepared bytes straight to daphne's
+        protocol, without awaiting anything; False when there is no open protocol to write
+        to (then `send_shared`)."""
         wire = self.scope.get(WIRE)
         if isinstance(wire, WebSocketProtocol) and wire.state == WebSocketProtocol.STATE_OPEN:
             wire.sendPreparedMessage(frame.prepared)
-        else:
+            return True
+        return False
+
+    async def send_shared(self, frame: Shared) -> None:
+        """Send a frame many sockets share: straight to daphne's protocol when open, else
+        through the ASGI send."""
+        if not self.write_shared(frame):
             await self.send(text_data=frame.text)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
