@@ -11,6 +11,7 @@ tests/test_live_e2e.py and tests/test_scale_out.py.
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from typing import Any
 
@@ -21,10 +22,11 @@ from django.test import Client
 
 from conversations.live import fanout, fragments
 from conversations.live.conversation import ConversationConsumer
-from conversations.record import events
+from conversations.record import events, selectors
 from tests.builders import text
 from tests.test_consumers import (
     QUIET,
+    add_block,
     append,
     article_order,
     conversation_path,
@@ -169,3 +171,56 @@ async def test_changes_that_come_during_a_delivery_go_out_together_after_it(
         assert article_order(await frame(ws)) == [1, 2, 3]  # together, one rendering
         assert renders.calls[1] == ((1, 2, 3), True, "openai", ())
         assert await ws.receive_nothing(QUIET)
+
+
+# -- one state of the record per frame ----------------------------------------------------------
+
+TOTALS_OF = re.compile(r'id="totals" data-messages="(\d+)" data-blocks="(\d+)"')
+PRESSURE_OF = re.compile(r'id="pressure" class="pressure" data-messages="(\d+)" data-blocks="(\d+)')
+BLOCKS_OF = re.compile(r'<article id="m-(\d+)"[^>]*? data-blocks="(\d+)"')
+
+
+def test_a_frame_raced_by_an_append_names_one_state_in_its_totals_and_pressure(
+    transactional_db: None, monkeypatch: Any
+) -> None:
+    conversation = create()
+    append(conversation.id, "user", [text("first")])
+    read = selectors.block_total
+    raced: list[int] = []
+
+    def block_total_raced(c: Any) -> int:
+        total = read(c)
+        if not raced:  # an agent appends between the frame's reads, once
+            raced.append(append(conversation.id, "assistant", [text("meanwhile")]))
+        return total
+
+    monkeypatch.setattr(selectors, "block_total", block_total_raced)
+    html = fragments.messages_frame(str(conversation.id), [0], True, "openai").html
+    assert raced == [1]
+    totals, pressure = TOTALS_OF.search(html), PRESSURE_OF.search(html)
+    assert totals is not None and pressure is not None
+    assert totals.groups() == pressure.groups() == ("2", "2")
+
+
+def test_a_frames_totals_are_never_older_than_its_messages(
+    transactional_db: None, monkeypatch: Any
+) -> None:
+    conversation = create()
+    append(conversation.id, "user", [text("first")])
+    read = selectors.preview_rows
+    raced: list[bool] = []
+
+    def preview_rows_raced(c: Any, seqs: Any) -> Any:
+        if not raced:  # a block lands just before the frame reads its messages
+            raced.append(True)
+            add_block(conversation.id, 0, text("second"))
+        return read(c, seqs)
+
+    monkeypatch.setattr(selectors, "preview_rows", preview_rows_raced)
+    html = fragments.messages_frame(str(conversation.id), [0], True, "openai").html
+    (article,) = BLOCKS_OF.findall(html)
+    totals = TOTALS_OF.search(html)
+    assert article == ("0", "2")
+    # A client holding message 0 at 2 blocks skips later frames of it: these totals must
+    # count that second block already.
+    assert totals is not None and totals.groups() == ("1", "2")
