@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 
-.PHONY: install run test test-sqlite test-sqlite-all test-postgres lint bench clean
+.PHONY: install install-prod run test test-sqlite test-sqlite-all test-postgres lint bench clean
 
 install: $(VENV)/.installed
 
@@ -13,6 +13,13 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev]'
 	touch $@
+
+# A production install: the app and its dependencies at the lock's versions, without the
+# dev extras (pytest, mypy, Playwright, the providers' SDKs).
+install-prod:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c requirements.lock -e .
 
 run: install
 	DJANGO_DEBUG=1 $(BIN)/python manage.py migrate --noinput

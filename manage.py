@@ -9,6 +9,11 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "replaysite.settings")
     from django.core.management import execute_from_command_line
 
+    from replaysite.commands import refusal
+
+    refused = refusal(sys.argv)
+    if refused:
+        sys.exit(refused)
     execute_from_command_line(sys.argv)
 
 

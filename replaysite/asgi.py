@@ -1,5 +1,6 @@
 """ASGI entry point: HTTP (with static files) and, for live pages, WebSockets."""
 
+import asyncio
 import os
 import tempfile
 from typing import Any
@@ -60,18 +61,45 @@ class BoundedBodyASGIHandler(ASGIHandler):
         body_file.seek(0)
         return body_file
 
+    async def listen_for_disconnect(self, receive: Any) -> Any:
+        """Django's, but its RequestAborted is always retrieved.
+
+        When the server stops (SIGTERM), daphne cancels the request's coroutine while it
+        waits on this task and the view's; the view finishes (an import is stored whole),
+        then this task sees the disconnect and raises RequestAborted into a task nobody
+        awaits any more, which asyncio reports as "Task exception was never retrieved"
+        with a traceback. Retrieving it here ends the request cleanly.
+        """
+        task = asyncio.current_task()
+        if task is not None:
+            task.add_done_callback(_retrieve)
+        return await super().listen_for_disconnect(receive)
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
 
 from conversations.live.internals import Wire  # noqa: E402
 from conversations.live.routing import websocket_urlpatterns  # noqa: E402
+from replaysite.health import Probes  # noqa: E402
+from replaysite.logs import RequestIds, route_access_log  # noqa: E402
+from replaysite.metrics import Metrics  # noqa: E402
 from replaysite.origin import SameOriginValidator  # noqa: E402
 
 # Sessions only, not channels' AuthMiddlewareStack: the consumers check the session's
 # user, permission and conversation in one query (conversations/live/access.py).
-application = ProtocolTypeRouter(
-    {
-        "http": BoundedBodyASGIHandler(),
-        "websocket": Wire(
-            SameOriginValidator(SessionMiddlewareStack(URLRouter(websocket_urlpatterns)))
-        ),
-    }
+route_access_log()
+application = RequestIds(
+    ProtocolTypeRouter(
+        {
+            "http": Metrics(Probes(BoundedBodyASGIHandler())),
+            # Wire: daphne's protocol for the live fan-out (RequestIds passes a websocket's
+            # send through unchanged, so daphne's own reaches it).
+            "websocket": Wire(
+                SameOriginValidator(SessionMiddlewareStack(URLRouter(websocket_urlpatterns)))
+            ),
+        }
+    )
 )

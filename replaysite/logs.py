@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import logging
 import re
+import uuid
+from contextvars import ContextVar
 from typing import Any
+
+from pythonjsonlogger.json import JsonFormatter as JsonFormatterBase
 
 SHARE_TOKEN = re.compile(r"(/s/)[A-Za-z0-9_-]{16,}")
 REDACTED = r"\1[redacted]"
@@ -35,3 +39,121 @@ def install() -> None:
 
     factory.redacts_share_tokens = True  # type: ignore[attr-defined]
     logging.setLogRecordFactory(factory)
+
+
+# One formatter for every logger (docs/contract.md §5): Django's, daphne's (its access lines
+# included, see `route_access_log`), Channels' and the app's, in text or JSON, each line
+# with its time, level, logger and the request id of the request it was written in.
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+FORMATS = ("text", "json")
+TEXT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"
+
+request_id: ContextVar[str] = ContextVar("request_id", default="-")
+# An incoming X-Request-ID is kept only when it looks like one (a proxy's or a client's
+# correlation id); anything else is replaced, so a header cannot forge or flood a line.
+REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+class RequestIdFilter(logging.Filter):
+    """Stamps each record with the request id of the context it was written in."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = request_id.get()
+        return True
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        # The whole line: a traceback or an `extra` may quote a share link's path too.
+        return redact(super().format(record))
+
+
+class JsonFormatter(JsonFormatterBase):
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
+def config(level: str, form: str) -> dict[str, Any]:
+    """The LOGGING setting: every record reaches the root's one handler."""
+    formatter: dict[str, Any] = (
+        {"()": "replaysite.logs.TextFormatter", "format": TEXT}
+        if form == "text"
+        else {
+            "()": "replaysite.logs.JsonFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(request_id)s %(message)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        }
+    )
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "filters": {"request_id": {"()": "replaysite.logs.RequestIdFilter"}},
+        "formatters": {"replay": formatter},
+        "handlers": {
+            "console": {
+                "class": "logging.StreamHandler",
+                "formatter": "replay",
+                "filters": ["request_id"],
+            }
+        },
+        "root": {"handlers": ["console"], "level": level},
+        # Django's own loggers come with handlers of their own (a second console line, mail
+        # to admins): here they only pass their records up.
+        "loggers": {
+            name: {"handlers": [], "level": level, "propagate": True}
+            for name in ("django", "django.server", "daphne", "conversations")
+        },
+    }
+
+
+class RequestIds:
+    """ASGI middleware: each HTTP request and WebSocket connection runs with a request id,
+    its `X-Request-ID` when that is a plausible id, else a new one; an HTTP response
+    carries it back."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope.get("headers") or ()).get(b"x-request-id", b"").decode("latin-1")
+        rid = given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+        token = request_id.set(rid)
+
+        async def send_with_id(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = [
+                    (k, v) for k, v in message.get("headers", ()) if k.lower() != b"x-request-id"
+                ]
+                message = message | {"headers": [*headers, (b"x-request-id", rid.encode())]}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id if scope["type"] == "http" else send)
+        finally:
+            request_id.reset(token)
+
+
+def route_access_log() -> None:
+    """daphne writes its access lines straight to stdout (with `-v 1`, its default), past
+    logging: share tokens in clear, another format. Send them through the logger
+    `daphne.access` instead, so they are redacted and formatted like every other line.
+
+    `AccessLogGenerator.write_entry` is daphne's internal interface (no public hook exists);
+    tests/test_logs.py fails on an upgrade that changes it."""
+    from daphne import access
+
+    if getattr(access.AccessLogGenerator.write_entry, "routed", False):
+        return
+    logger = logging.getLogger("daphne.access")
+
+    def write_entry(
+        self: Any, host: Any, date: Any, request: Any, status: Any = None, length: Any = None,
+        ident: Any = None, user: Any = None,
+    ) -> None:  # fmt: skip
+        logger.info('%s "%s" %s %s', host, request, status or "-", length or "-")
+
+    write_entry.routed = True  # type: ignore[attr-defined]
+    access.AccessLogGenerator.write_entry = write_entry

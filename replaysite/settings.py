@@ -5,6 +5,7 @@ small helpers below; a malformed value stops start-up with ImproperlyConfigured
 naming the variable.
 """
 
+import ipaddress
 import os
 import secrets
 from pathlib import Path
@@ -44,6 +45,28 @@ def env_int(name: str, default: int, *, minimum: int = 1) -> int:
     if number < minimum:
         raise ImproperlyConfigured(f"{name} must be at least {minimum}, not {number}.")
     return number
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = os.environ.get(name, "").strip() or default
+    found = {choice.lower(): choice for choice in choices}.get(value.lower())
+    if found is None:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, not {value!r}.")
+    return found
+
+
+def env_networks(name: str) -> list[Any]:
+    """Comma-separated networks (`10.0.0.0/8`, `127.0.0.1`)."""
+    networks = []
+    for item in os.environ.get(name, "").split(","):
+        if item.strip():
+            try:
+                networks.append(ipaddress.ip_network(item.strip(), strict=False))
+            except ValueError:
+                raise ImproperlyConfigured(
+                    f"{name} must list networks such as 10.0.0.0/8 or 127.0.0.1, not {item!r}."
+                ) from None
+    return networks
 
 
 def env_hosts(name: str, default: list[str]) -> list[str]:
@@ -144,6 +167,9 @@ def secret_key(data_dir: Path) -> str:
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
 HTTPS = env_bool("DJANGO_HTTPS", False)
+# HSTS `preload` (with DJANGO_HTTPS=1) puts the domain in browsers' built-in HTTPS-only
+# lists, which takes months to undo: only on request, once every subdomain serves HTTPS.
+REPLAY_HSTS_PRELOAD = env_bool("REPLAY_HSTS_PRELOAD", False)
 DATA_DIR = env_dir("REPLAY_DATA_DIR", BASE_DIR / "data")
 SECRET_KEY = secret_key(DATA_DIR)
 ALLOWED_HOSTS = env_hosts("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
@@ -174,6 +200,11 @@ if REPLAY_SHARE_RECHECK_SECONDS > 10:
     )
 # Open sockets per share link, per server process: a link holder cannot open without end.
 REPLAY_MAX_SOCKETS_PER_SHARE = env_int("REPLAY_MAX_SOCKETS_PER_SHARE", 20)
+# `/metrics` (replaysite/metrics.py): for a bearer token, or for clients in these networks.
+REPLAY_METRICS_TOKEN = os.environ.get("REPLAY_METRICS_TOKEN", "").strip()
+if REPLAY_METRICS_TOKEN and len(REPLAY_METRICS_TOKEN) < 16:
+    raise ImproperlyConfigured("REPLAY_METRICS_TOKEN must be at least 16 characters long.")
+REPLAY_METRICS_ALLOW = env_networks("REPLAY_METRICS_ALLOW")
 # Django refuses bodies over 2.5 MB by default; the API's own limit is the one that counts.
 DATA_UPLOAD_MAX_MEMORY_SIZE = REPLAY_MAX_BODY_MB * 1024 * 1024
 
@@ -194,7 +225,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "replaysite.middleware.share_headers",  # outermost: it sees every share response
+    "replaysite.metrics.RouteTimer",  # times everything below it, by route
+    "replaysite.middleware.share_headers",  # outermost but the timer: every share response
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -291,7 +323,10 @@ if HTTPS:
     CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = 31_536_000
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
-    SECURE_HSTS_PRELOAD = True
+    SECURE_HSTS_PRELOAD = REPLAY_HSTS_PRELOAD
+    if not REPLAY_HSTS_PRELOAD:
+        # check --deploy's "cannot be submitted to the preload list": left off on purpose.
+        SILENCED_SYSTEM_CHECKS = ["security.W021"]
 
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
@@ -309,9 +344,6 @@ CONTENT_SECURITY_POLICY = {
 
 # Share tokens never reach a log line (replaysite/logs.py), whoever writes it.
 logs.install()
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"conversations": {"handlers": ["console"], "level": "INFO", "propagate": False}},
-}
+REPLAY_LOG_LEVEL = env_choice("REPLAY_LOG_LEVEL", "INFO", logs.LEVELS)
+REPLAY_LOG_FORMAT = env_choice("REPLAY_LOG_FORMAT", "text", logs.FORMATS)
+LOGGING = logs.config(REPLAY_LOG_LEVEL, REPLAY_LOG_FORMAT)

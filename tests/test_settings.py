@@ -65,6 +65,7 @@ SHOWN = (
     "SESSION_COOKIE_SECURE",
     "CSRF_COOKIE_SECURE",
     "SECURE_HSTS_SECONDS",
+    "SECURE_HSTS_PRELOAD",
 )
 
 
@@ -113,6 +114,7 @@ def last_line(text: str) -> str:
         ("REPLAY_BROADCAST_TIMEOUT_MS", "fast"),
         ("REPLAY_GROUP_REFRESH_SECONDS", "0"),
         ("REPLAY_SHARING", "maybe"),
+        ("REPLAY_HSTS_PRELOAD", "sure"),
         ("REPLAY_SHARE_RECHECK_SECONDS", "11"),
         ("REPLAY_MAX_SOCKETS_PER_SHARE", "0"),
         ("DATABASE_URL", "mysql://x"),
@@ -304,6 +306,25 @@ def test_https_deployment_passes_the_deploy_check(tmp_path: Path) -> None:
     assert shown["SESSION_COOKIE_SECURE"] is True
     assert shown["CSRF_COOKIE_SECURE"] is True
     assert shown["SECURE_HSTS_SECONDS"] > 0
+    # Preload is hard to undo (browsers' built-in lists): never sent unless asked for.
+    assert shown["SECURE_HSTS_PRELOAD"] is False
+
+
+def test_hsts_preload_is_opt_in_and_then_passes_the_deploy_check(tmp_path: Path) -> None:
+    env = {
+        "DJANGO_HTTPS": "1",
+        "DJANGO_DEBUG": "0",
+        "DJANGO_SECRET_KEY": GOOD_SECRET,
+        "DJANGO_ALLOWED_HOSTS": "replay.example.com",
+        "REPLAY_HSTS_PRELOAD": "1",
+    }
+
+    done = manage(tmp_path, "check", "--deploy", "--fail-level", "WARNING", **env)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert show(tmp_path, **env)["SECURE_HSTS_PRELOAD"] is True
+    # Without DJANGO_HTTPS there is no HSTS header to carry it.
+    assert show(tmp_path, REPLAY_HSTS_PRELOAD="1")["SECURE_HSTS_PRELOAD"] is False
 
 
 def test_without_https_the_deploy_check_warns_about_it(tmp_path: Path) -> None:
@@ -334,3 +355,21 @@ def test_secret_key_is_generated_in_the_data_dir_and_reused(tmp_path: Path) -> N
 def test_secret_key_from_the_environment_writes_no_file(tmp_path: Path) -> None:
     assert show(tmp_path, DJANGO_SECRET_KEY=GOOD_SECRET)["SECRET_KEY"] == GOOD_SECRET
     assert not (tmp_path / "secret_key").exists()
+
+
+def test_a_command_run_without_the_deployments_environment_refuses_to_start(
+    tmp_path: Path,
+) -> None:
+    """cron's `env -i`: no DATABASE_URL, DJANGO_DEBUG unset (0). `prune` must not open a new,
+    empty SQLite database in its place: it stops, naming the variable, and creates nothing."""
+    done = manage(tmp_path, "prune", "--older-than", "30")
+    assert done.returncode == 1
+    assert "DATABASE_URL is not set" in done.stderr
+    assert "cron" in done.stderr
+    assert not (tmp_path / "replay.sqlite3").exists()
+    # In development, or once the embedded default exists, the command runs.
+    assert manage(tmp_path, "migrate", "--noinput").returncode == 0
+    done = manage(tmp_path, "prune", "--older-than", "30")
+    assert done.returncode == 0, done.stderr
+    done = manage(tmp_path / "dev", "prune", "--older-than", "30", DJANGO_DEBUG="1")
+    assert "DATABASE_URL is not set" not in done.stderr

@@ -50,6 +50,8 @@ def authenticate(request: HttpRequest) -> ApiToken:
     if token is None:
         raise ApiError(401, "API token is unknown or revoked.")
     now = timezone.now()
+    if token.expires_at is not None and token.expires_at <= now:
+        raise ApiError(401, "API token has expired: create a new one (create_api_token).")
     if token.last_used_at is None or now - token.last_used_at > TOKEN_TOUCH_INTERVAL:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     return token

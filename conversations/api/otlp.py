@@ -21,7 +21,7 @@ from conversations.api.errors import ApiError, too_big
 from conversations.core import live_sources, otlp
 from conversations.core.importers import otel_genai
 from conversations.core.importers.common import ImportedMessage, ImportFormatError
-from conversations.record import services
+from conversations.record import metrics, services
 
 # google.rpc.Code values for the Status body of a failed export.
 RPC_CODES = {400: 3, 401: 16, 404: 5, 405: 12, 413: 8, 415: 3}
@@ -78,6 +78,8 @@ def traces(request: HttpRequest) -> HttpResponse:
             log.warning("POST /v1/traces: span %s not stored: %s", span.span_id, problem)
             services.span_rejected(trace_id=span.trace_id, span_id=span.span_id, reason=problem)
             rejected.append(f"span {span.span_id}: {problem}")
+    metrics.SPANS.labels("accepted").inc(len(spans) - len(rejected))
+    metrics.SPANS.labels("rejected").inc(len(rejected))
     message = "; ".join(rejected[:SHOWN_REJECTIONS])
     if len(rejected) > SHOWN_REJECTIONS:
         message += f"; and {len(rejected) - SHOWN_REJECTIONS} more"

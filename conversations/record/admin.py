@@ -240,18 +240,21 @@ class MessageAdmin(ReadOnlyMixin, admin.ModelAdmin[Message]):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
-    list_display = ["label", "prefix", "created_at", "last_used_at", "revoked_at"]
+    list_display = ["label", "prefix", "created_at", "last_used_at", "expires_at", "revoked_at"]
     list_filter = ["revoked_at"]
     search_fields = ["label", "prefix"]
-    fields = ["label", "prefix", "created_at", "last_used_at", "revoked_at"]
+    fields = ["label", "prefix", "created_at", "last_used_at", "expires_at", "revoked_at"]
     readonly_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
 
     def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
         if change:
-            obj.save(update_fields=["label"])
+            obj.save(update_fields=["label", "expires_at"])
             return
         token, clear = services.api_token_create(label=obj.label)
+        if obj.expires_at is not None:
+            token.expires_at = obj.expires_at
+            token.save(update_fields=["expires_at"])
         obj.pk = token.pk
         obj.digest, obj.prefix, obj.created_at = token.digest, token.prefix, token.created_at
         messages.warning(

@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import timedelta
 
 from django.utils import timezone
 
 from conversations.record.models import ApiToken
 
 
-def api_token_create(*, label: str) -> tuple[ApiToken, str]:
-    """Create a token; the clear token is returned once and only its SHA-256 is kept."""
+def api_token_create(*, label: str, expires_in: timedelta | None = None) -> tuple[ApiToken, str]:
+    """Create a token, refused after `expires_in` when given; the clear token is returned
+    once and only its SHA-256 is kept."""
     clear = f"rpl_{secrets.token_urlsafe(32)}"
-    token = ApiToken.objects.create(label=label, digest=token_digest(clear), prefix=clear[:8])
+    expires_at = timezone.now() + expires_in if expires_in is not None else None
+    token = ApiToken.objects.create(
+        label=label, digest=token_digest(clear), prefix=clear[:8], expires_at=expires_at
+    )
     return token, clear
 
 

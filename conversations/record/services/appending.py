@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from conversations.core import list_status, replay
 from conversations.core.blocks import BlockKind, kind_named, tool_side
-from conversations.record import events
+from conversations.record import events, metrics
 from conversations.record.models import Block, BlockType, Conversation, Message, Role
 from conversations.record.schemas import (
     BlockIn,
@@ -130,6 +130,7 @@ def _append(
         conversation.unanswered_calls = unanswered
         conversation.model = model
         last = stored[-1]
+        transaction.on_commit(lambda: metrics.ingested(messages=len(stored), blocks=added_blocks))
         events.publish_on_commit(
             {
                 "type": "conversation.message_added",
@@ -163,6 +164,7 @@ def block_append(*, message: Message, block: BlockIn) -> Block:
         Message.objects.filter(pk=current.pk).update(block_count=F("block_count") + 1)
         _touch(locked, **changes)
         message.block_count = current.block_count + 1
+        transaction.on_commit(lambda: metrics.ingested(blocks=1))
         events.publish_on_commit(
             {
                 "type": "conversation.block_added",

@@ -14,7 +14,7 @@ from django.db import IntegrityError, transaction
 from pydantic import ValidationError
 
 from conversations.core import importers
-from conversations.record import events
+from conversations.record import events, metrics
 from conversations.record.models import Block, Conversation
 from conversations.record.schemas import (
     BLOCK_ADAPTER,
@@ -207,6 +207,8 @@ def _store(
         title=checked.title, metadata=checked.metadata, import_sha256=digest
     )
     _index_title(conversation)
+    if digest is not None:  # the import itself, not one of its linked parts
+        transaction.on_commit(metrics.IMPORTS.inc)
     events.publish_on_commit(
         {"type": "conversation.created", "conversation_id": str(conversation.id)}
     )
