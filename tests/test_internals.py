@@ -8,8 +8,8 @@ or Django that changes one fails here, by name, rather than quietly in productio
 - channels' `AsyncConsumer.dispatch` (conversations/live/internals.py): overridden to skip
   the per-message connection check and to drop events after a close.
 - daphne's ASGI `send`, `partial(server.handle_reply, protocol)`, and autobahn's
-  `PreparedMessage` (conversations/live/internals.py): a frame many sockets share is framed
-  once and written to each socket's protocol.
+  `PreparedMessage` and `sendData` (conversations/live/internals.py): a frame many sockets
+  share is framed once and written to each socket's transport.
 - Django's `ASGIHandler.read_body` (replaysite/asgi.py): the bounded request body.
 """
 
@@ -123,6 +123,10 @@ def test_a_prepared_frame_is_the_websocket_frame_autobahn_would_send() -> None:
         "self", "payload", "isBinary", "applyMask", "doNotCompress"
     ]  # fmt: skip
     assert parameters(WebSocketProtocol.sendPreparedMessage) == ["self", "preparedMsg"]
+    # Written as sendData writes an uncompressed prepared frame when nothing is queued.
+    send_data = inspect.getsource(WebSocketProtocol.sendData)
+    assert "len(self.send_queue) > 0" in send_data and "self.transport.write(data)" in send_data
+    assert "preparedMsg.doNotCompress" in inspect.getsource(WebSocketProtocol.sendPreparedMessage)
     text = "<article>é</article>" * 20  # 420 bytes: a 16-bit extended length
     frame = Shared(text).prepared.payloadHybi
     payload = text.encode()
