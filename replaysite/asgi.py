@@ -16,6 +16,8 @@ from django.conf import settings  # noqa: E402
 from django.core.exceptions import RequestAborted  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler  # noqa: E402
 
+from conversations.live.fanout import serving  # noqa: E402
+
 
 class BoundedBodyASGIHandler(ASGIHandler):
     """Keeps at most DATA_UPLOAD_MAX_MEMORY_SIZE + 1 bytes of a request body.
@@ -28,6 +30,14 @@ class BoundedBodyASGIHandler(ASGIHandler):
     no public one for the body); tests/test_internals.py fails on an upgrade that changes
     its signature or stops `handle` from calling it.
     """
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        # Counted for the live fan-out, which yields to requests (conversations/live/fanout.py).
+        serving.started()
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            serving.finished()
 
     async def read_body(self, receive: Any) -> Any:
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
@@ -71,6 +81,7 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
         task.exception()
 
 
+from conversations.live.internals import Wire  # noqa: E402
 from conversations.live.routing import websocket_urlpatterns  # noqa: E402
 from conversations.record import alert_loop  # noqa: E402
 from replaysite.health import Probes  # noqa: E402
@@ -86,8 +97,10 @@ application = RequestIds(
     ProtocolTypeRouter(
         {
             "http": Metrics(Probes(BoundedBodyASGIHandler())),
-            "websocket": SameOriginValidator(
-                SessionMiddlewareStack(URLRouter(websocket_urlpatterns))
+            # Wire: daphne's protocol for the live fan-out (RequestIds passes a websocket's
+            # send through unchanged, so daphne's own reaches it).
+            "websocket": Wire(
+                SameOriginValidator(SessionMiddlewareStack(URLRouter(websocket_urlpatterns)))
             ),
         }
     )

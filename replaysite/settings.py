@@ -187,9 +187,6 @@ REPLAY_GROUP_REFRESH_SECONDS = env_int("REPLAY_GROUP_REFRESH_SECONDS", 60)
 # How often an open socket's access is checked again, per session (docs/contract.md §4: a
 # user deactivated elsewhere loses open sockets within 10 s, signals or not).
 REPLAY_ACCESS_RECHECK_SECONDS = env_int("REPLAY_ACCESS_RECHECK_SECONDS", 5)
-# A conversation whose adds come faster than 20 a second gets at most one live frame per
-# this many ms per watcher, carrying all of them (0: one frame per add, always).
-REPLAY_LIVE_BURST_MS = env_int("REPLAY_LIVE_BURST_MS", 250, minimum=0)
 # Live sockets one user may hold on one server process; the next is closed with 4429.
 REPLAY_MAX_SOCKETS_PER_USER = env_int("REPLAY_MAX_SOCKETS_PER_USER", 50)
 # Share links (docs/contract.md §8): off with REPLAY_SHARING=0; open share sockets check their link

@@ -7,7 +7,7 @@ things timed in interleaved rounds, so the machine's load hits both alike:
 1) a two-block message POST vs a trivial token-authenticated request (GET of an empty
    conversation's record): ≤ 1.3×;
 2) ingest (sequential message POSTs) into a conversation with 100 open sockets vs into one
-   with none: ≥ 0.8× (every watcher still gets every message);
+   with none: ≥ 0.9× (issue 17; every watcher still gets every message);
 3) a 10,000-message batch POST vs GET of the resulting record: ≤ 10×.
 """
 
@@ -30,7 +30,7 @@ BATCH_MESSAGES = 10_000
 BATCH_RUNS = 3
 
 POST_TARGET = 1.3
-WATCHED_TARGET = 0.8
+WATCHED_TARGET = 0.9
 BATCH_TARGET = 10.0
 
 

@@ -24,7 +24,6 @@ from tests.test_consumers import (
     frame,
     fresh_channel_layer,  # noqa: F401 (an autouse fixture of these tests too)
     in_loop,
-    one_event_per_add,  # noqa: F401
     operator,  # noqa: F401
     page,
     plain_static_storage,  # noqa: F401

@@ -1,21 +1,23 @@
-"""Bursts (issue 8 §4): adds to one conversation that come faster than 20 a second are told
-as one `conversation.changed` per REPLAY_LIVE_BURST_MS, carrying where every message that
-changed now ends; slower adds are told one by one, at once. Order is kept: what a burst
-held goes out before any later event of that conversation.
+"""Coalescing only while behind (issue 17 §1, docs/contract.md §4): the outbox sends an add
+at once (the leading edge); adds of one conversation that queue while an earlier send is
+under way go out together as one `conversation.changed` naming where each message now
+ends; no timer holds anything. Order is kept: what queued before another event of the
+conversation goes out before it.
 
-When a burst is held and told is decided by `conversations.core.bursts`, tested on a fake
-clock in tests/test_socket_state.py (quiet adds, the bound, a burst after a burst); these
-tests drive the outbox end to end through the services and a real channel layer."""
+The merging itself (`conversations.core.bursts.Positions`) is tested pure in
+tests/test_socket_state.py; these drive the outbox end to end through the services and a
+real channel layer, with a send held open to put the outbox behind.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 
-from conversations.core import bursts
 from conversations.record import events, services
 from tests.test_events import Member, append, fresh_channel_layer, text
 
@@ -23,67 +25,96 @@ __all__ = ["fresh_channel_layer"]  # the layer of each test, from test_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-WINDOW_MS = 1500
-GAP = 0.8  # seconds; wide, so that a slow database's appends still make a burst
+
+class HeldSend:
+    """`events._send`, with the first send held open until `release()`: the outbox is
+    behind meanwhile, as it is behind a slow channel layer."""
+
+    def __init__(self, monkeypatch: Any, fail: str = "") -> None:
+        self.send = events._send
+        self.fail = fail  # an event type the layer refuses
+        self.calls: list[dict[str, Any]] = []
+        self.gate: asyncio.Event | None = None
+        monkeypatch.setattr(events, "_send", self)
+
+    async def __call__(self, groups: list[str], message: dict[str, Any]) -> None:
+        self.calls.append(message)
+        if len(self.calls) == 1:
+            assert self.gate is not None
+            await self.gate.wait()
+        if message["type"] == self.fail:
+            raise TimeoutError
+        await self.send(groups, message)
+
+    def release(self) -> None:
+        assert self.gate is not None
+        self.gate.set()
 
 
-@pytest.fixture(autouse=True)
-def burst_window(settings: Any, monkeypatch: Any) -> None:
-    settings.REPLAY_LIVE_BURST_MS = WINDOW_MS
-    monkeypatch.setattr(events, "BURST_GAP", GAP)
-
-
-def test_a_burst_is_told_once_per_window_with_every_position() -> None:
-    conversation = services.conversation_create(title="Burst")
+def test_the_first_add_goes_at_once_and_what_queued_behind_it_goes_as_one_event(
+    monkeypatch: Any,
+) -> None:
+    conversation = services.conversation_create(title="Behind")
     cid = str(conversation.id)
+    held = HeldSend(monkeypatch)
 
     async def body() -> None:
+        held.gate = asyncio.Event()
         page = await Member.join(events.conversation_group(cid))
         everything = await Member.join(events.LIST_GROUP)
-        started = time.monotonic()
+        first = await sync_to_async(append)(conversation, "0")
+        await asyncio.sleep(0.1)
+        # The leading edge: the first add is being sent already, as it is.
+        assert [c["type"] for c in held.calls] == ["conversation.message_added"]
 
-        def burst() -> None:
-            first = append(conversation, "0")
+        def more() -> None:
             services.block_append(message=first, block=text("0.1"))
-            for n in range(1, 12):
+            for n in range(1, 6):
                 append(conversation, f"{n}", f"{n}.1")
 
-        await sync_to_async(burst)()
-        # The first add is told at once, as any add after a quiet moment is.
-        first = await page.next()
-        assert first["type"] == "conversation.message_added"
-        assert (first["message_seq"], first["block_count"]) == (0, 1)
-        # The rest: one event when the window since the first has passed, naming each
-        # message's last position in order (message 0 grew to 2 blocks meanwhile).
-        held = await page.next(seconds=5)
-        waited = time.monotonic() - started
-        assert held == {
+        await sync_to_async(more)()
+        await asyncio.sleep(0.1)
+        assert len(held.calls) == 1, "nothing else is sent while the first send is under way"
+        held.release()
+        told = [await page.next(), await page.next()]
+        assert (told[0]["type"], told[0]["message_seq"], told[0]["block_count"]) == (
+            "conversation.message_added",
+            0,
+            1,
+        )
+        assert told[1] == {
             "type": "conversation.changed",
             "conversation_id": cid,
-            "positions": [[0, 2]] + [[n, 2] for n in range(1, 12)],
+            "positions": [[0, 2]] + [[n, 2] for n in range(1, 6)],
         }
-        assert waited >= WINDOW_MS / 1000 * 0.9
         assert await page.nothing()
-        # The list group is told the same, once.
-        assert [await everything.next(), await everything.next()] == [first, held]
-        assert await everything.nothing()
+        assert [await everything.next(), await everything.next()] == told
+        # Caught up: the next add goes at once and alone, no window to wait out.
+        started = time.monotonic()
+        await sync_to_async(append)(conversation, "6")
+        alone = await page.next()
+        assert (alone["type"], alone["message_seq"]) == ("conversation.message_added", 6)
+        assert time.monotonic() - started < 1.0
 
     async_to_sync(body)()
 
 
-def test_what_a_burst_held_goes_out_before_the_conversations_deletion() -> None:
-    conversation = services.conversation_create(title="Deleted mid-burst")
+def test_what_queued_goes_out_before_the_conversations_deletion(monkeypatch: Any) -> None:
+    conversation = services.conversation_create(title="Deleted while behind")
     cid = str(conversation.id)
+    held = HeldSend(monkeypatch)
 
     async def body() -> None:
+        held.gate = asyncio.Event()
         page = await Member.join(events.conversation_group(cid))
 
-        def burst_then_delete() -> None:
+        def adds_then_delete() -> None:
             for n in range(4):
                 append(conversation, f"{n}")
             services.conversation_delete(conversation=conversation)
 
-        await sync_to_async(burst_then_delete)()
+        await sync_to_async(adds_then_delete)()
+        held.release()
         told = [await page.next() for _ in range(3)]
         assert [e["type"] for e in told] == [
             "conversation.message_added",
@@ -96,35 +127,26 @@ def test_what_a_burst_held_goes_out_before_the_conversations_deletion() -> None:
     async_to_sync(body)()
 
 
-def test_a_layer_failing_a_held_burst_does_not_lose_the_event_behind_it(
-    monkeypatch: Any,
+def test_a_layer_failing_a_coalesced_change_does_not_lose_the_event_behind_it(
+    monkeypatch: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     conversation = services.conversation_create(title="Failing layer")
     cid = str(conversation.id)
-    send = events._send
-
-    async def refusing_bursts(groups: list[str], message: dict[str, Any]) -> None:
-        if message["type"] == "conversation.changed":
-            raise TimeoutError
-        await send(groups, message)
-
-    monkeypatch.setattr(events, "_send", refusing_bursts)
+    held = HeldSend(monkeypatch, fail="conversation.changed")
 
     async def body() -> None:
+        held.gate = asyncio.Event()
         page = await Member.join(events.conversation_group(cid))
 
-        def burst_then_delete() -> None:
+        def adds_then_delete() -> None:
             for n in range(3):
                 append(conversation, f"{n}")
             services.conversation_delete(conversation=conversation)
 
-        await sync_to_async(burst_then_delete)()
+        await sync_to_async(adds_then_delete)()
+        held.release()
         told = [await page.next(), await page.next()]
         assert [e["type"] for e in told] == ["conversation.message_added", "conversation.deleted"]
 
     async_to_sync(body)()
-
-
-def test_the_outbox_times_bursts_by_the_settings_and_its_bounds(monkeypatch: Any) -> None:
-    monkeypatch.setattr(events, "BURST_POSITIONS", 5)
-    assert events._policy() == bursts.Policy(window=WINDOW_MS / 1000, gap=GAP, positions=5)
+    assert "could not publish conversation.changed" in caplog.text

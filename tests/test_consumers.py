@@ -73,13 +73,6 @@ def fresh_channel_layer() -> Any:
 
 
 @pytest.fixture(autouse=True)
-def one_event_per_add(settings: Any) -> None:
-    # These tests time what each add announces; the outbox's bursts (one event for many
-    # adds, tests/test_bursts.py) would merge their quick appends.
-    settings.REPLAY_LIVE_BURST_MS = 0
-
-
-@pytest.fixture(autouse=True)
 def plain_static_storage(settings: Any) -> None:
     # The manifest storage needs `collectstatic`; the page loads compared below must not.
     settings.STORAGES = settings.STORAGES | {

@@ -24,6 +24,7 @@ from conversations.record import events, services
 from conversations.record.models import Alert, Conversation
 from conversations.record.schemas import BLOCK_ADAPTER
 from tests.builders import make_user, tool_result
+from tests.test_bursts import HeldSend
 from tests.test_events import text
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -88,7 +89,6 @@ def verify(layer: RecordingLayer, action: Callable[[], object]) -> list[tuple[st
 def test_every_publishing_service_and_signal_sends_its_typed_event(
     layer: RecordingLayer, settings: Any
 ) -> None:
-    settings.REPLAY_LIVE_BURST_MS = 0  # each add told as it is (bursts: the test below)
     conversation: Conversation = services.conversation_create(title="Shapes")
     cid = str(conversation.id)
     page, listing = events.conversation_group(cid), events.LIST_GROUP
@@ -179,21 +179,22 @@ def test_every_publishing_service_and_signal_sends_its_typed_event(
     assert seen == set(MEMBERS) - {"conversation.changed"}
 
 
-def test_a_burst_is_told_as_a_typed_changed_event(
-    layer: RecordingLayer, settings: Any, monkeypatch: Any
+def test_adds_told_together_are_a_typed_changed_event(
+    layer: RecordingLayer, monkeypatch: Any
 ) -> None:
-    settings.REPLAY_LIVE_BURST_MS = 50
-    monkeypatch.setattr(events, "BURST_GAP", 60.0)  # every add after the first is held
     conversation = services.conversation_create(title="Burst shape")
+    held = HeldSend(monkeypatch)  # the outbox is behind its first send: the rest queue
 
     def burst() -> None:
         for n in range(3):
             services.message_append(conversation=conversation, role="user", blocks=[text(f"{n}")])
 
     async def body() -> None:
+        held.gate = asyncio.Event()
         channel = await layer.new_channel()
         await layer.group_add(events.conversation_group(str(conversation.id)), channel)
         await sync_to_async(burst)()  # through the outbox of this loop
+        held.release()
         async with asyncio.timeout(5):
             while (await layer.receive(channel))["type"] != "conversation.changed":
                 pass

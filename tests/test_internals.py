@@ -7,6 +7,9 @@ or Django that changes one fails here, by name, rather than quietly in productio
   embedded layer's expiry walk, throttled to once a second.
 - channels' `AsyncConsumer.dispatch` (conversations/live/internals.py): overridden to skip
   the per-message connection check and to drop events after a close.
+- daphne's ASGI `send`, `partial(server.handle_reply, protocol)`, and autobahn's
+  `PreparedMessage` and `sendData` (conversations/live/internals.py): a frame many sockets
+  share is framed once and written to each socket's transport.
 - Django's `ASGIHandler.read_body` (replaysite/asgi.py): the bounded request body.
 """
 
@@ -81,6 +84,53 @@ def test_a_closing_consumer_hears_only_its_disconnect() -> None:
 
     asyncio.run(body())
     assert heard == ["conversation.created", "websocket.disconnect"]
+
+
+# -- daphne and autobahn ------------------------------------------------------------------------
+
+
+def test_daphne_still_hands_the_application_its_protocol_in_send() -> None:
+    from daphne.server import Server
+
+    source = inspect.getsource(Server.create_application)
+    assert "send=partial(self.handle_reply, protocol)" in source
+    assert parameters(Server.handle_reply) == ["self", "protocol", "message"]
+
+
+def test_the_wire_is_found_behind_daphnes_send_and_nowhere_else() -> None:
+    import functools
+
+    from autobahn.twisted.websocket import WebSocketServerProtocol
+
+    from conversations.live.internals import wire_of
+
+    class Server:
+        async def handle_reply(self, protocol: Any, message: Any) -> None:
+            pass
+
+    protocol = WebSocketServerProtocol()
+    assert wire_of(functools.partial(Server().handle_reply, protocol)) is protocol
+    assert wire_of(functools.partial(Server().handle_reply, object())) is None
+    assert wire_of(Server().handle_reply) is None  # channels' test communicator, say
+
+
+def test_a_prepared_frame_is_the_websocket_frame_autobahn_would_send() -> None:
+    from autobahn.websocket.protocol import PreparedMessage, WebSocketProtocol
+
+    from conversations.live.internals import Shared
+
+    assert parameters(PreparedMessage.__init__) == [
+        "self", "payload", "isBinary", "applyMask", "doNotCompress"
+    ]  # fmt: skip
+    assert parameters(WebSocketProtocol.sendPreparedMessage) == ["self", "preparedMsg"]
+    # Written as sendData writes an uncompressed prepared frame when nothing is queued.
+    send_data = inspect.getsource(WebSocketProtocol.sendData)
+    assert "len(self.send_queue) > 0" in send_data and "self.transport.write(data)" in send_data
+    assert "preparedMsg.doNotCompress" in inspect.getsource(WebSocketProtocol.sendPreparedMessage)
+    text = "<article>é</article>" * 20  # 420 bytes: a 16-bit extended length
+    frame = Shared(text).prepared.payloadHybi
+    payload = text.encode()
+    assert frame == bytes([0x81, 126]) + len(payload).to_bytes(2, "big") + payload
 
 
 # -- Django -------------------------------------------------------------------------------------

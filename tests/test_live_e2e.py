@@ -447,8 +447,9 @@ def test_burst_of_blocks_is_all_applied_and_equals_a_fresh_page(
     # Frames never take the page back: a late frame holds no fewer blocks than was shown.
     streamed = [a.blocks for a in client.received if a.seq == 0]
     assert streamed[-1] == 16
-    # Adds this close together are a burst: told a window at a time, not one frame per add.
-    assert len(streamed) < 12, streamed
+    # Each position at most once and in order: a watcher that keeps up gets every add as it
+    # comes (issue 17: coalescing only while behind), one that lags fewer, larger frames.
+    assert streamed == sorted(set(streamed)), streamed
 
 
 CLOSES = [1000, 1001, 1011, "drop"]
@@ -604,3 +605,31 @@ def test_server_restarted_under_connected_clients_ends_with_the_record(
     finally:
         for s in servers:
             s.stop()
+
+
+def test_many_watchers_of_several_views_get_every_change_once_in_order(
+    daphne: Server, api: Api, cookie: str, watchers: list[LiveClient]
+) -> None:
+    """Issue 17 §1: one rendering per view and change, the same frame to every socket of the
+    view, changes that come faster than they are delivered told together; every watcher
+    still ends with every message and block, each position once and in order."""
+    conversation_id = api.conversation()
+    api.message(conversation_id, "system", text("be brief"))
+    views = ["vision=1&shape=openai"] * 6 + ["vision=0&shape=anthropic"] * 4
+    for params in views:
+        client = LiveClient(daphne.url, conversation_id, cookie, params=params)
+        watchers.append(client)
+        client.load_page()
+        client.connect()
+    seq = 0
+    for n in range(30):  # an agent streaming, not waiting for its frames
+        if n % 6 == 0:
+            seq = api.message(conversation_id, "assistant" if n % 12 else "user", text(f"m{n}"))
+        else:
+            api.block(conversation_id, seq, text(f"block {n}"))
+    for client in watchers:
+        client.wait_for_record()
+    for client in watchers:
+        assert client.quiet(0.2) == []
+        assert_once_in_order(client.received, new_from=1)
+        client.assert_equals_fresh_page()

@@ -39,11 +39,6 @@ HOSTILE = '<script>alert(1)</script><b hx-get="/x" hx-trigger="load">bold</b>'
 
 
 @pytest.fixture(autouse=True)
-def one_event_per_add(settings: Any) -> None:
-    settings.REPLAY_LIVE_BURST_MS = 0
-
-
-@pytest.fixture(autouse=True)
 def plain_static_storage(settings: Any) -> None:
     settings.STORAGES = settings.STORAGES | {
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}

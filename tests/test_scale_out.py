@@ -238,3 +238,39 @@ def test_redis_outage_during_ingest_loses_nothing(
         first_seen = list(dict.fromkeys(x.seq for x in client.received))
         assert first_seen == sorted(first_seen), describe(client)
         client.assert_equals_fresh_page()
+
+
+def test_watchers_on_both_processes_get_every_change_once_in_order(
+    pair: tuple[Server, Server], token: str, watchers: list[LiveClient]
+) -> None:
+    """Issue 17 §1 over Redis: each process joins the conversation's group once and renders
+    each change once per view; changes posted through both processes, faster than one at
+    a time, reach every watcher on both exactly once, in order."""
+    a, b = pair
+    cookie = operator_cookie()
+    apis = [Api(a, token), Api(b, token)]
+    try:
+        conversation_id = apis[0].conversation()
+        apis[0].message(conversation_id, "system", text("watch me"))
+        clients = [
+            watch(watchers, server, conversation_id, cookie, params)
+            for server in (a, b)
+            for params in ("vision=1&shape=openai",) * 3 + ("vision=0&shape=anthropic",) * 2
+        ]
+        seq = 0
+        for n in range(24):
+            api = apis[n % 2]
+            if n % 4 == 0:
+                seq = api.message(conversation_id, "assistant", text(f"m{n}"))
+            else:
+                api.block(conversation_id, seq, text(f"block {n}"))
+        for client in clients:
+            client.wait_for_record(timeout=15)
+        for client in clients:
+            assert client.quiet(0.2) == [], describe(client)
+            assert_once_in_order(client.received, new_from=1)
+            assert client.redundant == 0, describe(client)
+            client.assert_equals_fresh_page()
+    finally:
+        for api in apis:
+            api.close()

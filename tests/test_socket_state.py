@@ -1,23 +1,49 @@
-"""A socket's bookkeeping, pure (docs/architecture.md, Time is injected): the outbox's burst timing
-on a fake clock, what a client holds and which positions it lacks, its resume report, and the
-per-key socket quota. No database, no server, no sleep."""
+"""A socket's bookkeeping, pure (docs/architecture.md, Time is injected): the positions that
+wait while the outbox or the fan-out is behind, what a client holds and which positions it
+lacks, its resume report, and the per-key socket quota. No database, no server, no sleep."""
 
 from __future__ import annotations
 
-import pytest
-
 from conversations.core import page_windows
-from conversations.core.bursts import Bursts, Hold, Policy, SendNow, TellNow
+from conversations.core.bursts import Budget, Positions, Serving
 from conversations.core.socket_window import HeldWindow, Quota, Report, parse_report
 
-WINDOW, GAP = 1.5, 0.8
-POLICY = Policy(window=WINDOW, gap=GAP, positions=300)
+# -- what waits while behind ---------------------------------------------------------------------
+
+
+def test_nothing_waits_until_something_is_added() -> None:
+    waiting = Positions()
+    assert not waiting and waiting.take() == []
+
+
+def test_waiting_adds_are_told_once_in_seq_order_each_at_its_last_position() -> None:
+    waiting = Positions()
+    waiting.add([(2, 1)])
+    waiting.add([(0, 1), (0, 2)])
+    waiting.add([(2, 3), (1, 1)])
+    assert len(waiting) == 3
+    assert waiting.take() == [(0, 2), (1, 1), (2, 3)]
+    assert not waiting and waiting.take() == []  # told once
+
+
+def test_a_waiting_position_never_goes_back() -> None:
+    waiting = Positions()
+    waiting.add([(0, 1), (0, 3)])
+    waiting.add([(0, 2)])  # a late event for an earlier state
+    assert waiting.take() == [(0, 3)]
+
+
+def test_past_its_bound_only_the_latest_positions_are_told() -> None:
+    waiting = Positions(limit=5)
+    waiting.add((n, 1) for n in range(12))
+    # Only the latest: a watcher holding less sees the gap and resyncs from the record.
+    assert waiting.take() == [(n, 1) for n in range(7, 12)]
 
 
 class Clock:
     """Monotonic seconds that move only when told."""
 
-    def __init__(self, now: float = 0.0) -> None:
+    def __init__(self, now: float = 100.0) -> None:
         self.now = now
 
     def __call__(self) -> float:
@@ -27,92 +53,74 @@ class Clock:
         self.now += seconds
 
 
-# -- bursts ------------------------------------------------------------------------------------
-
-
-def test_an_add_after_a_quiet_moment_is_told_at_once() -> None:
+def test_a_process_not_saturated_delivers_at_once_whatever_it_spent() -> None:
     clock = Clock()
-    timing = Bursts(clock)
-    for n in range(3):
-        assert timing.add("c", (n, 1), POLICY) == SendNow()
-        clock.advance(GAP + 0.1)  # a quiet moment: longer than a burst's gap
-    assert not timing.holding("c")
+    budget = Budget(clock, share=0.1, burst=0.2)
+    budget.spent(5.0)  # far more than its share
+    assert budget.wait(saturated=False) == 0.0
 
 
-def test_the_first_add_is_never_a_burst_whatever_the_clock_reads() -> None:
-    # A fresh loop's clock may read near zero; "never heard of" is not "just now".
-    assert Bursts(Clock(0.0)).add("c", (0, 1), Policy(0.01, 0.05, 300)) == SendNow()
+def test_a_saturated_process_delivers_at_most_its_share_of_the_time() -> None:
+    clock = Clock()
+    budget = Budget(clock, share=0.1, burst=0.2)
+    assert budget.wait(saturated=True) == 0.0  # what it has in hand after a quiet moment
+    budget.spent(0.25)  # 0.05 s past what it had
+    wait = budget.wait(saturated=True)
+    assert 0.5 <= wait <= 0.51  # 0.05 s at a tenth of the time
+    clock.advance(wait)
+    assert budget.wait(saturated=True) == 0.0
+    # Over a long saturated run: deliveries of 0.1 s, each as soon as allowed.
+    delivering = 0.0
+    started = clock()
+    for _ in range(50):
+        clock.advance(budget.wait(saturated=True))
+        budget.spent(0.1)
+        clock.advance(0.1)
+        delivering += 0.1
+    assert delivering / (clock() - started) <= 0.1 * 1.25  # the share, plus what was in hand
 
 
-def test_a_burst_is_held_until_one_window_after_the_add_told_at_once() -> None:
-    clock = Clock(100.0)
-    timing = Bursts(clock)
-    assert timing.add("c", (0, 1), POLICY) == SendNow()  # told at once
-    clock.advance(0.1)
-    # Held: its timer is due one window after the add that went out.
-    assert timing.add("c", (0, 2), POLICY) == Hold(due=pytest.approx(WINDOW - 0.1))
-    for n in range(1, 12):
+def test_a_saturated_process_never_waits_longer_than_its_bound() -> None:
+    clock = Clock()
+    budget = Budget(clock, share=0.1, burst=0.2)
+    budget.spent(30.0)  # one very slow delivery
+    assert budget.wait(saturated=True) <= 0.2 / 0.1 + 0.01  # from -burst back to zero
+
+
+def test_requests_back_to_back_saturate_and_an_agent_waiting_for_its_frames_does_not() -> None:
+    clock = Clock()
+    serving = Serving(clock)
+    assert not serving.saturated()  # nothing served yet
+    for _ in range(20):  # an agent: a request, then 40 ms waiting for its frame
+        serving.started()
         clock.advance(0.01)
-        assert timing.add("c", (n, 1), POLICY) == Hold(due=None)  # the timer runs already
-        assert timing.add("c", (n, 2), POLICY) == Hold(due=None)
-    clock.advance(WINDOW)  # the timer fires: everything held, each message's last position
-    assert timing.take("c", POLICY) == [[0, 2]] + [[n, 2] for n in range(1, 12)]
-    assert timing.take("c", POLICY) is None  # told once
+        serving.finished()
+        clock.advance(0.04)
+    assert not serving.saturated()
+    for _ in range(20):  # a client posting back to back
+        serving.started()
+        clock.advance(0.005)
+        serving.finished()
+        clock.advance(0.0005)
+    assert serving.saturated()
+    clock.advance(0.2)  # then nothing for a while
+    assert not serving.saturated()
 
 
-def test_a_held_position_never_goes_back() -> None:
+def test_overlapping_requests_saturate() -> None:
     clock = Clock()
-    timing = Bursts(clock)
-    timing.add("c", (0, 1), POLICY)
-    timing.add("c", (0, 3), POLICY)
-    timing.add("c", (0, 2), POLICY)  # a late event for an earlier state
-    assert timing.take("c", POLICY) == [[0, 3]]
-
-
-def test_a_burst_past_its_bound_carries_only_the_latest_positions() -> None:
-    clock = Clock()
-    timing = Bursts(clock)
-    bound = Policy(window=WINDOW, gap=GAP, positions=5)
-    assert timing.add("c", (0, 1), bound) == SendNow()
-    for n in range(1, 12):
-        timing.add("c", (n, 1), bound)
-    # Only the latest: a watcher holding less sees the gap and resyncs from the record.
-    assert timing.take("c", bound) == [[n, 1] for n in range(7, 12)]
-
-
-def test_a_burst_after_a_burst_gets_a_window_of_its_own() -> None:
-    clock = Clock()
-    timing = Bursts(clock)
-    assert timing.add("c", (0, 1), POLICY) == SendNow()  # a, at once
-    clock.advance(0.05)
-    assert timing.add("c", (1, 1), POLICY) == Hold(due=pytest.approx(WINDOW - 0.05))  # b
-    clock.advance(GAP + 0.1)  # the first window has not ended
-    assert timing.add("c", (2, 1), POLICY) == TellNow()  # c ends the burst: b and c now
-    assert timing.take("c", POLICY) == [[1, 1], [2, 1]]
-    clock.advance(0.05)
-    # d: a whole window after b and c went out, not the rest of the first window.
-    assert timing.add("c", (3, 1), POLICY) == Hold(due=pytest.approx(WINDOW - 0.05))
-
-
-def test_conversations_burst_apart() -> None:
-    clock = Clock()
-    timing = Bursts(clock)
-    assert timing.add("a", (0, 1), POLICY) == SendNow()
-    assert timing.add("b", (0, 1), POLICY) == SendNow()
-    assert isinstance(timing.add("a", (1, 1), POLICY), Hold)
-    assert timing.take("b", POLICY) is None
-
-
-def test_quiet_conversations_are_forgotten_once_many_are_remembered() -> None:
-    clock = Clock()
-    timing = Bursts(clock, remembered=3)
-    for name in "abc":
-        timing.add(name, (0, 1), POLICY)
-    timing.add("c", (1, 1), POLICY)  # c bursts: held, so remembered
-    clock.advance(WINDOW + 1)
-    timing.add("d", (0, 1), POLICY)
-    assert set(timing.last_event) == {"c", "d"}
-    assert timing.holding("c")
+    serving = Serving(clock)
+    serving.started()
+    for _ in range(30):  # two clients: each request starts while the other's is in flight
+        clock.advance(0.02)
+        serving.started()
+        clock.advance(0.02)
+        serving.finished()
+    assert serving.in_flight == 1 and serving.saturated()
+    serving.finished()
+    assert serving.saturated()  # just now
+    clock.advance(0.2)
+    assert not serving.saturated()
 
 
 # -- what a client holds -----------------------------------------------------------------------

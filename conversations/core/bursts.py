@@ -1,97 +1,112 @@
-"""When a conversation's adds are told (docs/contract.md §4): the outbox's burst timing.
+"""Which adds are told together (docs/contract.md §4): coalescing only while behind.
 
-Adds to one conversation closer together than `gap` are a burst (an agent streaming or
-flushing): its watchers are told at most once per `window`, one `conversation.changed`
-carrying every position since, rather than one event per add. Slower conversations are
-told each add at once. Pure: time comes from the clock it is given (monotonic seconds),
-the caller sends and sets the timers.
+An add is told at once (the leading edge). Only while whoever tells it is still busy with
+an earlier one (the outbox's sender waiting on the channel layer, a process's fan-out still
+rendering or sending the previous change) do later adds of the same conversation wait, and
+they are then told together: where each message that changed now ends. No timer decides
+it, so a conversation whose watchers keep up gets every add as its own frame, and one whose
+watchers fall behind gets fewer, larger frames. Pure: the caller knows when it is busy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+
+# The most positions one told change carries (the latest): a watcher missing earlier ones
+# sees the gap and resyncs from the database.
+POSITIONS = 300
+
+
+class Positions:
+    """Adds not yet told, merged: message seq → the block count it has reached."""
+
+    def __init__(self, limit: int = POSITIONS) -> None:
+        self.limit = limit
+        self.ends: dict[int, int] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.ends)
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def add(self, positions: Iterable[tuple[int, int]]) -> None:
+        """More adds: a message's position never goes back."""
+        for seq, blocks in positions:
+            self.ends[seq] = max(self.ends.get(seq, 0), blocks)
+
+    def take(self) -> list[tuple[int, int]]:
+        """What waits, as (seq, block count) in seq order (the latest `limit`), now told."""
+        ends, self.ends = self.ends, {}
+        return [(seq, ends[seq]) for seq in sorted(ends)[-self.limit :]]
+
 
 Clock = Callable[[], float]
 
-
-@dataclass(frozen=True)
-class Policy:
-    window: float  # seconds: a bursting conversation is told at most once per window
-    gap: float  # seconds: adds closer together than this are a burst
-    positions: int  # the most positions one told burst carries (the latest)
-
-
-@dataclass(frozen=True)
-class SendNow:
-    """Tell this add as it is, now (it came after a quiet moment)."""
-
-
-@dataclass(frozen=True)
-class Hold:
-    """Held with the burst; `due` is set (seconds from now) when a timer must be started
-    for it, and None when the burst's timer runs already."""
-
-    due: float | None
+# A process is saturated with requests when they come back to back: on average (a moving
+# average, each request weighing WEIGHT) less than GAP seconds pass between one request's
+# end and the next one's start. While it is, its fan-out takes at most SHARE of the time
+# (ingest first), with BURST seconds of delivering in hand after a quiet moment, and never
+# waits longer than BURST / SHARE seconds. A process that is not saturated (an agent that
+# waits for its frames, a few agents) delivers every change at once.
+SHARE = 0.1
+BURST = 0.2
+GAP = 0.005
+WEIGHT = 0.2
+QUIET = 0.05  # seconds without a request: not saturated, whatever came before
 
 
-@dataclass(frozen=True)
-class TellNow:
-    """The burst is over (this add came after a quiet moment): tell what is held, this
-    add included, now."""
+class Budget:
+    """The fan-out's share of a saturated process: a bucket of delivering time that fills
+    at `share` seconds per second (up to `burst`) and empties by what each delivery took
+    (down to `-burst`)."""
 
-
-Decision = SendNow | Hold | TellNow
-
-
-class Bursts:
-    """Per conversation: when its last add came and went out, and what is held."""
-
-    def __init__(self, clock: Clock, remembered: int = 1_000) -> None:
+    def __init__(self, clock: Clock, share: float = SHARE, burst: float = BURST) -> None:
         self.clock = clock
-        self.remembered = remembered  # past this many conversations, quiet ones are forgotten
-        self.last_event: dict[str, float] = {}  # conversation → when its last add came
-        self.last_sent: dict[str, float] = {}  # conversation → when its last add went out
-        self.held: dict[str, dict[int, int]] = {}  # conversation → seq → block count
+        self.share = share
+        self.burst = burst
+        self.level = burst
+        self.at = clock()
 
-    def add(self, conversation_id: str, position: tuple[int, int], policy: Policy) -> Decision:
-        """An add of this conversation now ends message `seq` at `blocks` blocks."""
+    def fill(self) -> float:
         now = self.clock()
-        last = self.last_event.get(conversation_id)
-        burst = last is not None and now - last < policy.gap
-        self.last_event[conversation_id] = now
-        held = self.held.get(conversation_id)
-        if held is None and not burst:
-            self.last_sent[conversation_id] = now
-            self.forget_quiet(policy)
-            return SendNow()
-        due = None
-        if held is None:
-            held = self.held[conversation_id] = {}
-            due = max(0.0, self.last_sent.get(conversation_id, now) + policy.window - now)
-        seq, blocks = position
-        held[seq] = max(held.get(seq, 0), blocks)
-        return Hold(due) if burst else TellNow()
+        self.level = min(self.burst, self.level + (now - self.at) * self.share)
+        self.at = now
+        return self.level
 
-    def holding(self, conversation_id: str) -> bool:
-        return conversation_id in self.held
+    def spent(self, seconds: float) -> None:
+        self.fill()
+        self.level = max(-self.burst, self.level - seconds)
 
-    def take(self, conversation_id: str, policy: Policy) -> list[list[int]] | None:
-        """What is held, as `[seq, block count]` pairs in seq order (the latest
-        `policy.positions`), now told; None when nothing is held."""
-        held = self.held.pop(conversation_id, None)
-        if not held:
-            return None
-        self.last_sent[conversation_id] = self.clock()
-        return [[seq, held[seq]] for seq in sorted(held)[-policy.positions :]]
+    def wait(self, saturated: bool) -> float:
+        """Seconds to wait before the next delivery (0: now): until the bucket holds some
+        time again, if the process is saturated."""
+        level = self.fill()
+        if not saturated or level > 0:
+            return 0.0
+        return -level / self.share + 1e-3
 
-    def forget_quiet(self, policy: Policy) -> None:
-        """Drop the times of conversations quiet for a while (bounded memory)."""
-        if len(self.last_event) < self.remembered:
-            return
-        now = self.clock()
-        quiet = max(policy.window, policy.gap)
-        for conversation_id, when in list(self.last_event.items()):
-            if now - when > quiet and conversation_id not in self.held:
-                del self.last_event[conversation_id]
-                self.last_sent.pop(conversation_id, None)
+
+class Serving:
+    """This process's requests: how many are in flight, and how long it waits between
+    them (the moving average of the gap from one's end to the next one's start, 0 when
+    they overlap)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.in_flight = 0
+        self.gap = 1.0
+        self.ended = float("-inf")
+
+    def started(self) -> None:
+        gap = 0.0 if self.in_flight else min(1.0, self.clock() - self.ended)
+        self.gap += (gap - self.gap) * WEIGHT
+        self.in_flight += 1
+
+    def finished(self) -> None:
+        self.in_flight -= 1
+        self.ended = self.clock()
+
+    def saturated(self) -> bool:
+        recent = self.in_flight > 0 or self.clock() - self.ended < QUIET
+        return recent and self.gap < GAP

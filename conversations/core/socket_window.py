@@ -100,8 +100,10 @@ class HeldWindow:
             self.held[seq] = max(self.held.get(seq, 0), n)
         if self.tail:
             last = max(self.held)
-            self.first = page_windows.trimmed(self.first, last)
-            self.held = {seq: n for seq, n in self.held.items() if seq >= self.first}
+            first = page_windows.trimmed(self.first, last)
+            if first != self.first:  # (only then: this runs for every socket and frame)
+                self.first = first
+                self.held = {seq: n for seq, n in self.held.items() if seq >= first}
             self.span = last - self.first + 1
 
 

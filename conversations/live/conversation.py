@@ -1,23 +1,30 @@
 """`/ws/conversations/ID/`: every message and block added to one conversation, pushed as
 the page's own partials (docs/contract.md §4). What the client holds is a
-`socket_window.HeldWindow`; this consumer reads, renders and sends."""
+`socket_window.HeldWindow`; the process's fan-out (`live/fanout.py`) hands it the
+conversation's changes, and this consumer reads, renders and sends what it needs on its own
+(a resume, a resync, a change it was too busy to take with the others)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from channels.db import database_sync_to_async
 
-from conversations.core import context_windows, page_windows, replay
+from conversations.core import bursts, context_windows, page_windows, replay
 from conversations.core.options import OptionError
 from conversations.core.socket_window import HeldWindow, parse_report
 from conversations.live import fragments
-from conversations.live.render_cache import frames, notes
+from conversations.live.fanout import Fanout, fanout
+from conversations.live.internals import Shared
+from conversations.live.render_cache import batches, frames, notes
 from conversations.live.watcher import BAD_REQUEST, NOT_FOUND, Watcher
 from conversations.record import events
+
+log = logging.getLogger(__name__)
 
 
 class ConversationConsumer(Watcher):
@@ -27,12 +34,16 @@ class ConversationConsumer(Watcher):
     vision: bool
     shape: replay.Shape
     view: tuple[tuple[str, str], ...] = ()  # the pressure view's model/window overrides
+    hub: Fanout | None = None  # the fan-out delivering to it, once it is open
+    catching_up: asyncio.Task[None] | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.window = HeldWindow()
-        # One change at a time per socket: the refresh task and event handlers interleave.
+        # One change at a time per socket: the fan-out, the refresh task and the client's
+        # reports interleave.
         self.lock = asyncio.Lock()
+        self.behind = bursts.Positions()  # changes it was too busy to take with the others
 
     def parse(self) -> int | None:
         self.conversation_id = str(self.scope["url_route"]["kwargs"]["conversation_id"])
@@ -53,15 +64,55 @@ class ConversationConsumer(Watcher):
     def conversation_key(self) -> uuid.UUID | None:
         return uuid.UUID(self.conversation_id)
 
-    def watched_groups(self) -> list[str]:
-        return [events.conversation_group(self.conversation_id)]
+    def view_key(self) -> Hashable:
+        """What its frames' bytes depend on: sockets with the same key share frames."""
+        return (self.conversation_id, self.vision, self.shape, self.view)
 
     async def opened(self) -> None:
-        # Read after joining the group: whatever commits from now on is announced to this
-        # socket, and everything before is the client's page (or its resume report). A page
-        # holds at most the last DOCUMENT messages, so that is all this reads.
-        first, held = await database_sync_to_async(fragments.tail_counts)(self.conversation_id)
-        self.window.opened(first, held)
+        # Read after subscribing: whatever commits from now on is delivered to this socket
+        # (held back by the lock until its window is known), and everything before is the
+        # client's page (or its resume report). A page holds at most the last DOCUMENT
+        # messages, so that is all this reads.
+        async with self.lock:
+            self.hub = fanout()
+            await self.hub.subscribe(self)
+            first, held = await database_sync_to_async(fragments.tail_counts)(self.conversation_id)
+            self.window.opened(first, held)
+
+    async def join(self) -> None:
+        await super().join()
+        if self.hub is not None:  # a refresh: the layer may have forgotten the process
+            await self.hub.subscribe(self)
+
+    async def release(self) -> None:
+        await super().release()
+        if self.catching_up is not None:
+            self.catching_up.cancel()
+        hub, self.hub = self.hub, None
+        if hub is not None:
+            await hub.unsubscribe(self)
+
+    def ready(self) -> bool:
+        """Free to take a change with the others of its view now: open, not busy, and
+        with nothing of its own still to catch up."""
+        return self.hub is not None and not self.lock.locked() and not self.behind
+
+    def fall_behind(self, positions: Sequence[tuple[int, int]]) -> None:
+        """Take these positions on its own path, after whatever it is busy with."""
+        self.behind.add(positions)
+        if self.catching_up is None:
+            self.catching_up = asyncio.ensure_future(self.catch_up())
+
+    async def catch_up(self) -> None:
+        try:
+            while self.behind and not self.closing:
+                async with self.lock:
+                    await self._changed(self.behind.take())
+        except Exception as exc:  # the client reconnects and resumes from the database
+            log.warning("closing a socket that could not catch up: %s: %s", type(exc).__name__, exc)
+            await self.close(code=1011)
+        finally:
+            self.catching_up = None
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """A resume report (`socket_window.parse_report`): what the client misses is sent
@@ -97,8 +148,23 @@ class ConversationConsumer(Watcher):
 
     async def render(self, seq: int, blocks: int) -> fragments.Frame:
         """One message's frame, through the render cache (resyncs and events alike)."""
-        key = (self.conversation_id, seq, blocks, self.vision, self.shape, self.view)
+        key = (self.view_key(), seq, blocks)
         return await frames.get(key, database_sync_to_async(lambda: self.build([seq])))
+
+    async def frames(self, wanted: Sequence[tuple[int, int]]) -> list[fragments.Frame]:
+        """The frames bringing these (seq, block count) positions, rendered once per view:
+        several messages in one rendering (one count of the totals and the pressure) when
+        it fits in a frame."""
+        if len(wanted) == 1:
+            return [await self.render(*wanted[0])]
+        key = (self.view_key(), tuple(wanted))
+        return await batches.get(key, lambda: self.render_batch(wanted))
+
+    async def render_batch(self, wanted: Sequence[tuple[int, int]]) -> list[fragments.Frame]:
+        whole = await database_sync_to_async(self.build)([seq for seq, _ in wanted])
+        if len(whole.html.encode()) <= page_windows.FRAME_BYTES:
+            return [whole]
+        return fragments.pack([await self.render(seq, blocks) for seq, blocks in wanted])
 
     def build(self, seqs: Sequence[int]) -> fragments.Frame:
         """The frame of these messages, rendered (sync: runs in a worker thread)."""
@@ -132,6 +198,7 @@ class ConversationConsumer(Watcher):
         """A message's notes changed (docs/contract.md §10): its notes partial, rendered once
         per change; message frames rendered before it are not reused."""
         frames.forget_before(event["change"])
+        batches.forget_before(event["change"])
         seq = event["message_seq"]
         html = await notes.get(
             self.notes_key(seq, event["change"]),
@@ -155,19 +222,38 @@ class ConversationConsumer(Watcher):
     async def changed(self, *positions: tuple[int, int]) -> None:
         """Messages now end at these (seq, block count) positions, in seq order."""
         async with self.lock:
-            if self.window.reloading:
-                return  # the client reports its window once it has loaded it
-            wanted = self.window.wanted(positions)
-            if wanted is None:
-                await self._resync()  # an earlier message went missing in the layer
-                return
-            rendered = [await self.render(seq, blocks) for seq, blocks in wanted]
-            for frame in fragments.pack(rendered):
+            await self._changed(positions)
+
+    async def _changed(self, positions: Sequence[tuple[int, int]]) -> None:
+        if self.window.reloading or self.closing:
+            return  # the client reports its window once it has loaded it
+        wanted = self.window.wanted(positions)
+        if wanted is None:
+            await self._resync()  # an earlier message went missing in the layer
+            return
+        if wanted:
+            for frame in await self.frames(wanted):
                 await self.push(frame)
 
-    async def push(self, frame: fragments.Frame) -> None:
-        """Send a frame unless it holds nothing newer than the client has."""
+    def push_now(self, frame: fragments.Frame, shared: Shared) -> bool:
+        """`push` without awaiting (so without the lock: nothing can interleave), when the
+        socket is free and daphne's protocol takes the bytes; False: `push` instead."""
+        if not self.ready():
+            return False
+        if not self.window.newer(frame.counts):
+            return True
+        if not self.write_shared(shared):
+            return False
+        self.window.sent(frame.counts)
+        return True
+
+    async def push(self, frame: fragments.Frame, shared: Shared | None = None) -> None:
+        """Send a frame unless it holds nothing newer than the client has (`shared`: its
+        bytes, prepared once for every socket of the view)."""
         if not self.window.newer(frame.counts):
             return
-        await self.send(text_data=frame.html)
+        if shared is None:
+            await self.send(text_data=frame.html)
+        else:
+            await self.send_shared(shared)
         self.window.sent(frame.counts)

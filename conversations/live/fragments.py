@@ -20,7 +20,7 @@ from conversations.core.options import ReplayOptions
 from conversations.dashboard import presenters, share_pages
 from conversations.dashboard.presenters import alerts as alerts_presenter
 from conversations.record import alert_reads, note_reads, selectors, services, token_counts
-from conversations.record.models import ShareLink
+from conversations.record.models import Conversation, ShareLink
 
 
 def tail_counts(conversation_id: str) -> tuple[int, dict[int, int]]:
@@ -36,6 +36,11 @@ def block_counts_between(conversation_id: str, seqs: range) -> dict[int, int] | 
     if conversation is None:
         return None
     return selectors.block_counts_between(conversation, seqs)
+
+
+# A frame's reads are tried again (up to this many times in all) when an append lands
+# between them, so that its totals and pressure view never name two states of the record.
+READS = 3
 
 
 class Frame(NamedTuple):
@@ -68,11 +73,13 @@ def messages_frame(
     if conversation is None or not seqs:
         return Frame("", {})
     wanted = sorted(set(seqs))
+    # The messages first, then the totals and pressure: a frame's totals are never older
+    # than its messages (a client skips a later frame of messages it already holds).
     rows = selectors.preview_rows(conversation, wanted)
-    total_blocks = selectors.block_total(conversation)
-    pressure = token_counts.pressure(
-        conversation, ReplayOptions(vision, shape), query=dict(view), total_blocks=total_blocks
-    )
+    state = _state(conversation_id, vision, shape, view)
+    if state is None:
+        return Frame("", {})
+    conversation, total_blocks, pressure = state
     shown = token_counts.counted_shown(conversation, pressure, rows)
     margin = presenters.margin_counts(shown, pressure.window.tokens)
     compactions = presenters.compaction_views(
@@ -119,6 +126,27 @@ def notes_frame(conversation_id: str, seq: int, *, share: bool = False) -> str:
         readonly=share,
     )
     return render_to_string("conversations/detail.html#notes", {"n": view})
+
+
+def _state(
+    conversation_id: str, vision: bool, shape: replay.Shape, view: tuple[tuple[str, str], ...]
+) -> tuple[Conversation, int, token_counts.Pressure] | None:
+    """The conversation, its block total and its pressure, read as one state of the record:
+    read again (up to READS times) when an append lands between the reads."""
+    for attempt in range(1, READS + 1):
+        conversation = selectors.conversation_get(conversation_id)
+        if conversation is None:
+            return None
+        total_blocks = selectors.block_total(conversation)
+        pressure = token_counts.pressure(
+            conversation, ReplayOptions(vision, shape), query=dict(view), total_blocks=total_blocks
+        )
+        # Stored figures are read as of the conversation's row (token_counts._Stored): one
+        # state by construction. A pressure that counted its messages (a preview's) says so.
+        consistent = not pressure.messages or len(pressure.messages) == conversation.message_count
+        if consistent or attempt == READS:
+            return conversation, total_blocks, pressure
+    return None
 
 
 def reload_frame(conversation_id: str, vision: bool, shape: replay.Shape) -> Frame:

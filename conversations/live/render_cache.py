@@ -51,6 +51,7 @@ class RenderCache(Generic[T]):
 
 
 frames: RenderCache[fragments.Frame] = RenderCache()  # a conversation's messages
+batches: RenderCache[list[fragments.Frame]] = RenderCache()  # several at once, packed
 rows: RenderCache[str] = RenderCache()  # the list's rows
 notes: RenderCache[str] = RenderCache()  # a message's notes, once per change
 # Shared by the sockets of one session; an access event's checks are keyed by the event,

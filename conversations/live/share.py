@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Hashable, Sequence
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -17,7 +17,6 @@ from conversations.core.socket_window import Quota
 from conversations.dashboard import share_pages
 from conversations.live import fragments
 from conversations.live.conversation import ConversationConsumer
-from conversations.live.render_cache import frames
 from conversations.live.watcher import BAD_REQUEST, NOT_FOUND, TOO_MANY
 from conversations.record import events
 from conversations.record.models import ShareLink
@@ -118,10 +117,9 @@ class ShareConsumer(ConversationConsumer):
     async def conversation_alerts_changed(self, event: events.AlertsChanged) -> None:
         pass  # alerts are the operators': a share page never shows them
 
-    async def render(self, seq: int, blocks: int) -> fragments.Frame:
-        # Keyed by the link too: its frames hold its own URLs (and maybe no images).
-        key = ("share", self.link.pk, seq, blocks, self.vision, self.shape)
-        return await frames.get(key, database_sync_to_async(lambda: self.build([seq])))
+    def view_key(self) -> Hashable:
+        # The link's own: its frames hold its own URLs (and maybe no images).
+        return ("share", self.link.pk, self.vision, self.shape)
 
     def build(self, seqs: Sequence[int]) -> fragments.Frame:
         with share_pages.scoped_urls(self.token):

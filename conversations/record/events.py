@@ -69,9 +69,9 @@ class BlockAdded(TypedDict):
 
 
 class Changed(TypedDict):
-    """A burst of messages and blocks added to one conversation, told once by the outbox:
+    """Adds to one conversation that queued while the outbox was busy, told as one event:
     where each message that changed now ends, as `[message seq, block count]` pairs in seq
-    order (at most `BURST_POSITIONS`, the latest; a watcher missing earlier ones resyncs)."""
+    order (at most `bursts.POSITIONS`, the latest; a watcher missing earlier ones resyncs)."""
 
     type: Literal["conversation.changed"]
     conversation_id: str
@@ -207,10 +207,6 @@ def _hand_over(groups: list[str], event: Event, conversation_id: str | None = No
 # Events waiting for their loop's sender, in order; past this many the oldest wait and
 # newer ones are dropped (logged): watchers resync from the database at the next event.
 OUTBOX_LIMIT = 10_000
-# Adds to one conversation closer together than this are a burst (conversations/core/bursts.py):
-# its watchers get at most one frame per REPLAY_LIVE_BURST_MS.
-BURST_GAP = 0.05
-BURST_POSITIONS = 300  # the most positions one `conversation.changed` carries
 # Groups, the event, and the conversation it is about (None: a user's or a link's).
 Item: TypeAlias = tuple[list[str], Event, str | None]
 _outboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Outbox] = (
@@ -227,22 +223,35 @@ def _position(event: Event) -> tuple[int, int] | None:
     return None
 
 
-def _policy() -> bursts.Policy:
-    return bursts.Policy(
-        window=settings.REPLAY_LIVE_BURST_MS / 1000, gap=BURST_GAP, positions=BURST_POSITIONS
-    )
+class Held:
+    """One conversation's adds that queued while the sender was busy: told as one event."""
+
+    def __init__(self, groups: list[str], event: Event) -> None:
+        self.groups = groups
+        self.first = event
+        self.positions = bursts.Positions()
+        self.count = 0
+
+    def add(self, position: tuple[int, int]) -> None:
+        self.positions.add([position])
+        self.count += 1
+
+    def event(self, conversation_id: str) -> Event:
+        """The one add as it was, or a `conversation.changed` naming where each ends."""
+        if self.count == 1:
+            return self.first
+        return _changed(conversation_id, [list(p) for p in self.positions.take()])
 
 
 class Outbox:
-    """One event loop's sender: events go out in order, one at a time, and a bursting
-    conversation's adds are held (when, `bursts.Bursts` decides on the loop's clock) and
-    told as one `conversation.changed`."""
+    """One event loop's sender: events go out in order, one at a time. An add is sent at
+    once (the leading edge); adds that queued while an earlier send was under way go out
+    together, one `conversation.changed` per conversation (`conversations/core/bursts.py`):
+    the outbox coalesces only while it is behind, never on a timer."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.queue: asyncio.Queue[Item | str] = asyncio.Queue(OUTBOX_LIMIT)
-        self.bursts = bursts.Bursts(loop.time)
-        self.timers: dict[str, asyncio.TimerHandle] = {}  # conversation → when it is told
+        self.queue: asyncio.Queue[Item] = asyncio.Queue(OUTBOX_LIMIT)
         self.task = loop.create_task(self.drain())  # kept alive by this outbox
 
     def put(self, item: Item) -> None:
@@ -253,71 +262,45 @@ class Outbox:
                 "could not publish %s: %d events wait already", item[1]["type"], OUTBOX_LIMIT
             )
 
-    def due(self, conversation_id: str) -> None:
-        """A held burst's time has come: queued behind what waits (order is kept); a full
-        queue tries again shortly rather than leave the burst untold."""
-        try:
-            self.queue.put_nowait(conversation_id)
-        except asyncio.QueueFull:
-            self.timers[conversation_id] = self.loop.call_later(
-                BURST_GAP, self.due, conversation_id
-            )
-
     async def drain(self) -> None:
         me = asyncio.current_task()
         while True:
-            item = await self.queue.get()
-            try:
-                if isinstance(item, str):  # a held burst is due
-                    await self.flush(item)
-                else:
-                    await self.take(*item)
-            except Exception as exc:
-                if isinstance(item, str):
-                    _log_failure(_changed(item, []), exc)
-                else:
-                    _log_failure(item[1], exc)
+            items = [await self.queue.get()]
+            while not self.queue.empty():  # what queued while the last send was under way
+                items.append(self.queue.get_nowait())
+            await self.tell(items)
             # A layer client may swallow the cancellation of a send (the loop closing), or
             # turn it into an error of its own: the cancellation still stands.
             if me is not None and me.cancelling():
                 raise asyncio.CancelledError
 
-    async def take(self, groups: list[str], event: Event, conversation_id: str | None) -> None:
-        position = _position(event)
-        policy = _policy()
-        if conversation_id is None or position is None or policy.window <= 0:
-            if conversation_id is not None:  # what was held goes first: order is kept
-                await self.flush_first(conversation_id)
-            await _send(groups, event)
-            return
-        match self.bursts.add(conversation_id, position, policy):
-            case bursts.SendNow():
-                await _send(groups, event)
-            case bursts.Hold(due=due):
-                if due is not None:
-                    self.timers[conversation_id] = self.loop.call_later(
-                        due, self.due, conversation_id
-                    )
-            case bursts.TellNow():
-                await self.flush(conversation_id)  # the burst is over: tell it, with this add
+    async def tell(self, items: list[Item]) -> None:
+        """Send `items` in order, each conversation's consecutive adds as one event; any
+        other event first sends the adds held before it."""
+        held: dict[str, Held] = {}
+        for groups, event, conversation_id in items:
+            position = _position(event)
+            if conversation_id is not None and position is not None:
+                if conversation_id not in held:
+                    held[conversation_id] = Held(groups, event)
+                held[conversation_id].add(position)
+                continue
+            await self.flush(held)
+            await self.send(groups, event)
+        await self.flush(held)
 
-    async def flush_first(self, conversation_id: str) -> None:
-        """Tell what is held before another event of the conversation; a layer that fails
-        it is logged, and the event behind still goes (watchers resync the gap)."""
+    async def flush(self, held: dict[str, Held]) -> None:
+        for conversation_id, adds in held.items():
+            await self.send(adds.groups, adds.event(conversation_id))
+        held.clear()
+
+    async def send(self, groups: list[str], event: Event) -> None:
+        """One event; a layer that fails it is logged, and the events behind still go
+        (watchers resync the gap)."""
         try:
-            await self.flush(conversation_id)
+            await _send(groups, event)
         except Exception as exc:
-            _log_failure(_changed(conversation_id, []), exc)
-
-    async def flush(self, conversation_id: str) -> None:
-        timer = self.timers.pop(conversation_id, None)
-        if timer is not None:
-            timer.cancel()  # a later burst gets a window of its own, not this one's end
-        positions = self.bursts.take(conversation_id, _policy())
-        if positions is None:
-            return
-        event = _changed(conversation_id, positions)
-        await _send([conversation_group(conversation_id), LIST_GROUP], event)
+            _log_failure(event, exc)
 
 
 def _changed(conversation_id: str, positions: list[list[int]]) -> Changed:
