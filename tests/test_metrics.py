@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -123,3 +124,48 @@ def test_malformed_metrics_settings_stop_start_up(tmp_path: Path) -> None:
         read_settings(tmp_path, REPLAY_METRICS_ALLOW="10.0.0.0/8,intranet")
     with pytest.raises(ImproperlyConfigured, match="REPLAY_METRICS_TOKEN must be at least"):
         read_settings(tmp_path, REPLAY_METRICS_TOKEN="short")
+
+
+def test_open_sockets_and_frames_are_counted(transactional_db: None, server: Server) -> None:
+    from tests.test_live_e2e import open_socket, operator_cookie
+
+    _, token = services.api_token_create(label="live-metrics")
+    with server.client(token) as client:
+        cid = client.post("/api/conversations", json={"title": "watched"}).json()["id"]
+    before = scrape(server)
+    ws_url = (
+        server.url.replace("http://", "ws://") + f"/ws/conversations/{cid}/?vision=1&shape=openai"
+    )
+    ws = open_socket(ws_url, {"Cookie": f"sessionid={operator_cookie()}", "Origin": server.url})
+    try:
+        kind = {"kind": "conversation"}
+        for _ in range(50):  # counted once the socket is open and joined
+            opened = scrape(server)
+            if sample(opened, "replay_live_sockets", **kind) > 0:
+                break
+            time.sleep(0.1)
+        with server.client(token) as client:
+            added = client.post(
+                f"/api/conversations/{cid}/messages",
+                json={"role": "user", "blocks": [{"type": "text", "text": "seen live"}]},
+            )
+            assert added.status_code == 201
+        assert "seen live" in ws.recv(timeout=5)
+        framed = scrape(server)
+    finally:
+        ws.close()
+    assert sample(opened, "replay_live_sockets", **kind) == (
+        sample(before, "replay_live_sockets", **kind) + 1
+    )
+    assert sample(framed, "replay_live_frames_total") > sample(opened, "replay_live_frames_total")
+    for _ in range(50):  # the close reaches the server after the client returns
+        closed = scrape(server)
+        if sample(closed, "replay_live_sockets", **kind) == sample(
+            before, "replay_live_sockets", **kind
+        ):
+            break
+        time.sleep(0.1)
+    assert sample(closed, "replay_live_sockets", **kind) == sample(
+        before, "replay_live_sockets", **kind
+    )
+    assert sample(closed, "replay_broadcast_failures_total") == 0

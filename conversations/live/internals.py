@@ -29,6 +29,8 @@ from autobahn.websocket.protocol import PreparedMessage, WebSocketProtocol
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from conversations.record import metrics
+
 WIRE = "replay.wire"  # the scope key of daphne's protocol for this connection, if any
 
 
@@ -85,6 +87,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
             wire.sendPreparedMessage(frame.prepared)
         else:  # what sendPreparedMessage does, without formatting a debug line per socket
             wire.transport.write(frame.prepared.payloadHybi)  # type: ignore[attr-defined]
+        metrics.FRAMES.inc()
         return True
 
     async def send_shared(self, frame: Shared) -> None:
@@ -92,6 +95,13 @@ class LiveConsumer(AsyncWebsocketConsumer):
         through the ASGI send."""
         if not self.write_shared(frame):
             await self.send(text_data=frame.text)
+
+    async def send(  # type: ignore[override]
+        self, text_data: str | None = None, bytes_data: bytes | None = None, close: bool = False
+    ) -> None:
+        if text_data is not None or bytes_data is not None:
+            metrics.FRAMES.inc()
+        await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         if self.closing and message["type"] != "websocket.disconnect":

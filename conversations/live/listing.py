@@ -16,6 +16,8 @@ from conversations.record import events
 class ListConsumer(Watcher):
     """The list page's socket: one fresh row per conversation that changed."""
 
+    metrics_kind = "list"
+
     def watched_groups(self) -> list[str]:
         return [events.LIST_GROUP]
 

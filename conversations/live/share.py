@@ -39,6 +39,8 @@ class ShareConsumer(ConversationConsumer):
     without images, no image URL.
     """
 
+    metrics_kind = "share"
+
     token: str
     link: ShareLink
 

@@ -24,7 +24,7 @@ from conversations.core.socket_window import Quota
 from conversations.live import access
 from conversations.live.internals import LiveConsumer
 from conversations.live.render_cache import access_checks
-from conversations.record import events
+from conversations.record import events, metrics
 
 log = logging.getLogger(__name__)
 BAD_REQUEST = 4400
@@ -52,6 +52,8 @@ class Watcher(LiveConsumer):
     user_id: object = None
     counted: tuple[Quota, object] | None = None  # the quota this socket holds a place in
     tasks: tuple[asyncio.Task[None], ...] = ()  # its refresh (and a share link's watch)
+    metrics_kind = "conversation"  # the `kind` it is counted under in /metrics
+    gauged: Any = None  # its place in replay_live_sockets while open
 
     async def connect(self) -> None:
         problem = self.parse()
@@ -86,6 +88,8 @@ class Watcher(LiveConsumer):
             self.tasks = tuple(asyncio.ensure_future(work) for work in self.background())
             await self.opened()
             opened = True
+            self.gauged = metrics.SOCKETS.labels(self.metrics_kind)
+            self.gauged.inc()
         finally:
             if not opened:
                 await self.release()
@@ -93,6 +97,9 @@ class Watcher(LiveConsumer):
     async def release(self) -> None:
         """Stop, give the place back and leave the groups (once, however often called)."""
         self.closing = True
+        if self.gauged is not None:
+            self.gauged.dec()
+            self.gauged = None
         for task in self.tasks:
             task.cancel()
         if self.counted is not None:

@@ -26,6 +26,7 @@ from django.conf import settings
 from django.db import transaction
 
 from conversations.core import bursts
+from conversations.record import metrics
 from conversations.record.server_loop import server_loop
 
 log = logging.getLogger(__name__)
@@ -331,6 +332,7 @@ def _about(event: Event) -> str:
 
 
 def _log_failure(event: Event, exc: Exception) -> None:
+    metrics.BROADCAST_FAILURES.inc()
     if isinstance(exc, TimeoutError):
         log.warning(
             "could not publish %s for %s: the channel layer did not answer in %d ms",
