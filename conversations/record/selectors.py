@@ -233,18 +233,24 @@ STREAMED_BLOCKS = 500  # … and blocks
 
 
 def message_rows_streamed(
-    conversation: Conversation, *, start: int = 0, stop: int | None = None
+    conversation: Conversation,
+    *,
+    start: int = 0,
+    stop: int | None = None,
+    image_data: bool = False,
 ) -> Iterator[MessageRow]:
-    """`message_rows(..., image_data=False)` one message at a time, in seq order: a reader
-    done with each message (counting) holds about STREAMED_BYTES of texts, not the range's.
+    """`message_rows(..., image_data=image_data)` one message at a time, in seq order: a
+    reader done with each message (counting, serialising) holds about STREAMED_BYTES of
+    texts, not the range's.
 
     The blocks' sizes are read first (PostgreSQL from the TOAST header), then the blocks in
     batches of at most STREAMED_BYTES (or one block, if larger) and STREAMED_BLOCKS.
     """
-    rows, counts, blocks = _rows_and_blocks(conversation, start, stop, False)
-    sizes = blocks.annotate(size=OctetLength("text") + OctetLength("input_json")).values_list(
-        "id", "message_id", "seq", "size"
-    )
+    rows, counts, blocks = _rows_and_blocks(conversation, start, stop, image_data)
+    size = OctetLength("text") + OctetLength("input_json")
+    if image_data:
+        size += OctetLength("data")
+    sizes = blocks.annotate(size=size).values_list("id", "message_id", "seq", "size")
     batches: list[list[int]] = []
     batch: list[int] = []
     held = 0

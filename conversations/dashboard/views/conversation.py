@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -39,7 +40,7 @@ from conversations.dashboard.views.common import (
     with_options,
     with_shares,
 )
-from conversations.record import finder_reads, selectors, services, shapes, token_counts
+from conversations.record import finder_reads, selectors, services, shapes, streams, token_counts
 from conversations.record.models import Conversation
 
 
@@ -314,7 +315,7 @@ def message_projection_response(
 @with_options
 def replay_download(
     request: HttpRequest, conversation_id: str, *, vision: bool, shape: replay.Shape
-) -> HttpResponse:
+) -> HttpResponseBase:
     """The same bytes as GET /api/conversations/ID/replay (with `?compact=` too), for a
     signed-in operator."""
     conversation = conversation_or_404(conversation_id)
@@ -322,13 +323,17 @@ def replay_download(
         policy = Policy.from_query(request.GET)
     except OptionError as exc:
         return bad_request(request, exc.message)
+    response: HttpResponseBase
     if policy is None:
-        body = selectors.replay_json(conversation, vision=vision, shape=shape)
+        pieces = streams.replay_pieces(
+            conversation, vision=vision, shape=shape, stop=conversation.message_count
+        )
+        response = streams.StreamedResponse(pieces, content_type="application/json")
     else:
         body = orjson.dumps(
             token_counts.compacted_payload(conversation, ReplayOptions(vision, shape), policy)
         )
-    response = HttpResponse(body, content_type="application/json")
+        response = HttpResponse(body, content_type="application/json")
     suffix = f"-{policy.name}" if policy is not None else ""
     name = f"replay-{conversation.id}-{shape}-vision-{'on' if vision else 'off'}{suffix}.json"
     response["Content-Disposition"] = f'attachment; filename="{name}"'
@@ -340,13 +345,13 @@ def replay_download(
 @with_options
 def markdown_download(
     request: HttpRequest, conversation_id: str, *, vision: bool, shape: replay.Shape
-) -> HttpResponse:
+) -> HttpResponseBase:
     """The same Markdown as GET /api/conversations/ID/markdown, as a file to save."""
     conversation = conversation_or_404(conversation_id)
-    response = HttpResponse(
-        selectors.markdown_export(conversation, vision=vision, shape=shape),
-        content_type="text/markdown; charset=utf-8",
+    pieces = streams.markdown_pieces(
+        conversation, vision=vision, shape=shape, stop=conversation.message_count
     )
+    response = streams.StreamedResponse(pieces, content_type="text/markdown; charset=utf-8")
     name = f"conversation-{conversation.id}-{shape}-vision-{'on' if vision else 'off'}.md"
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     response["X-Content-Type-Options"] = "nosniff"
@@ -355,12 +360,13 @@ def markdown_download(
 
 def download_response(
     conversation: Conversation, *, vision: bool, shape: replay.Shape, stop: int | None = None
-) -> HttpResponse:
+) -> HttpResponseBase:
     """The projection as an attachment (of the messages before `stop`, when given)."""
-    response = HttpResponse(
-        selectors.replay_json(conversation, vision=vision, shape=shape, stop=stop),
-        content_type="application/json",
+    count = conversation.message_count
+    pieces = streams.replay_pieces(
+        conversation, vision=vision, shape=shape, stop=count if stop is None else min(stop, count)
     )
+    response = streams.StreamedResponse(pieces, content_type="application/json")
     name = f"replay-{conversation.id}-{shape}-vision-{'on' if vision else 'off'}.json"
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
