@@ -66,6 +66,7 @@ bench: install
 	$(BIN)/python -m tests.bench_tail || status=1; \
 	$(BIN)/python -m tests.bench_ingest || status=1; \
 	$(BIN)/python -m tests.bench_search || status=1; \
+	$(BIN)/python -m tests.bench_streams || status=1; \
 	exit $$status
 
 clean:

@@ -16,7 +16,7 @@ pyproject.toml). One module a page or job:
 - `protocols`: the attributes presenters read of a conversation and a share link
 """
 
-from conversations.dashboard.presenters.context import ContextRead, context_page
+from conversations.dashboard.presenters.context import ContextRead, context_blocks, context_page
 from conversations.dashboard.presenters.conversation import PageRead, conversation_page
 from conversations.dashboard.presenters.diff import DiffSide, diff_page
 from conversations.dashboard.presenters.links import query
@@ -58,6 +58,7 @@ __all__ = [
     "PageRead",
     "Truncation",
     "block_full_text",
+    "context_blocks",
     "context_page",
     "conversation_meta",
     "conversation_page",

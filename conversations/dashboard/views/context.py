@@ -3,7 +3,7 @@ the record and its counts, then hands them to its presenter."""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
@@ -82,6 +82,8 @@ def conversation_context(
     try:
         policy = _form_policy(params)
         view: dict[str, str] = {k: params[k] for k in token_counts.VIEW_KEYS if k in params}
+        if "blocks_of" in params:
+            return _more_blocks(request, conversation, options, policy, view, params)
         start = _start(params)
         context = presenters.context_page(
             conversation,
@@ -95,6 +97,39 @@ def conversation_context(
     except OptionError as exc:
         return bad_request(request, exc.message)
     return render(request, "conversations/context.html", context)
+
+
+def _more_blocks(
+    request: HttpRequest,
+    conversation: Conversation,
+    options: ReplayOptions,
+    policy: Policy | None,
+    view: dict[str, str],
+    params: dict[str, str],
+) -> HttpResponse:
+    """`?blocks_of=SEQ&blocks_from=N`: the next blocks of one message of the preview, the
+    fragment its fold loads (404 for a message or block the payload shown lacks)."""
+    seq, start = _number(params, "blocks_of"), _number(params, "blocks_from")
+    context = presenters.context_blocks(
+        conversation,
+        options,
+        policy,
+        _context_read(conversation, options, policy, view),
+        view=view,
+        effective=params.get("payload") != "full",
+        seq=seq,
+        start=start,
+    )
+    if context is None:
+        raise Http404("No such message or block in this payload.")
+    return render(request, "conversations/context.html#more-blocks", context)
+
+
+def _number(params: dict[str, str], name: str) -> int:
+    value = params.get(name, "")
+    if not value.isdigit() or len(value) > 9:
+        raise OptionError(name, f"{name} must be a whole number.")
+    return int(value)
 
 
 @require_GET
