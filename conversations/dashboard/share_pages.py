@@ -104,6 +104,7 @@ def without_records(views: Sequence[presenters.MessageView]) -> list[presenters.
         dataclasses.replace(
             view,
             record_url="",
+            more_blocks_url="",
             compaction=dataclasses.replace(view.compaction, diff_url="")
             if view.compaction
             else None,

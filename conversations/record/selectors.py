@@ -327,8 +327,11 @@ class OctetLength(Func):
 MESSAGE_BLOCKS = 100  # blocks of one message a page or frame shows
 
 
-def preview_rows(conversation: Conversation, seqs: range | Iterable[int]) -> list[PreviewRow]:
-    """The messages at `seqs` (at most a window's worth) with previews of their blocks.
+def preview_rows(
+    conversation: Conversation, seqs: range | Iterable[int], *, blocks_from: int = 0
+) -> list[PreviewRow]:
+    """The messages at `seqs` (at most a window's worth) with previews of their blocks (the
+    `MESSAGE_BLOCKS` from block `blocks_from`).
 
     Two queries: the messages, then the blocks of exactly those message ids, so a message
     appended meanwhile never shows up half. Block cost is bounded by
@@ -346,7 +349,9 @@ def preview_rows(conversation: Conversation, seqs: range | Iterable[int]) -> lis
         )
     }
     blocks = (
-        Block.objects.filter(message_id__in=list(rows), seq__lt=MESSAGE_BLOCKS)
+        Block.objects.filter(
+            message_id__in=list(rows), seq__gte=blocks_from, seq__lt=blocks_from + MESSAGE_BLOCKS
+        )
         .annotate(
             text_start=Substr("text", 1, PREVIEW_CHARS),
             text_size=OctetLength("text"),
@@ -372,6 +377,16 @@ def preview_rows(conversation: Conversation, seqs: range | Iterable[int]) -> lis
         block = PreviewBlock._make(values)
         rows[block.message_id].blocks.append(block)
     return list(rows.values())
+
+
+def block_row(conversation: Conversation, seq: int, block: int) -> BlockRow | None:
+    """One block whole (one query, whatever its message holds besides)."""
+    values = (
+        Block.objects.filter(message__conversation=conversation, message__seq=seq, seq=block)
+        .values_list(*BLOCK_COLUMNS)
+        .first()
+    )
+    return None if values is None else BlockRow._make(values)
 
 
 def message_full(conversation: Conversation, seq: int) -> MessageRow | None:

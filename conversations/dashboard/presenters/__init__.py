@@ -28,9 +28,11 @@ from conversations.dashboard.presenters.listing import (
 )
 from conversations.dashboard.presenters.messages import (
     MessageView,
+    MoreBlocks,
     block_full_text,
     compaction_views,
     message_views,
+    more_blocks,
 )
 from conversations.dashboard.presenters.metadata import (
     CONVERSATION_META_ITEMS,
@@ -54,6 +56,7 @@ __all__ = [
     "ContextRead",
     "DiffSide",
     "MessageView",
+    "MoreBlocks",
     "MetaItem",
     "PageRead",
     "Truncation",
@@ -73,6 +76,7 @@ __all__ = [
     "margin_counts",
     "message_meta",
     "message_views",
+    "more_blocks",
     "compaction_views",
     "pressure_view",
     "query",

@@ -234,12 +234,29 @@ def block_text(request: HttpRequest, conversation_id: str, seq: int, block: int)
 
 
 def block_text_response(conversation: Conversation, seq: int, block: int) -> HttpResponse:
-    """The whole text of one block, as plain text (what a page shows the start of)."""
-    message = selectors.message_full(conversation, seq)
-    found = [b for b in message.blocks if b.seq == block] if message else []
-    if not found or found[0].type == "image":
+    """The whole text of one block, as plain text (what a page shows the start of); the
+    block alone is read, not its message."""
+    found = selectors.block_row(conversation, seq, block)
+    if found is None or found.type == "image":
         raise Http404("No such text block.")
-    return plain_response(presenters.block_full_text(found[0]))
+    return plain_response(presenters.block_full_text(found))
+
+
+@require_GET
+@operator_required
+def message_blocks(request: HttpRequest, conversation_id: str, seq: int) -> HttpResponse:
+    """The next blocks of a message's record side from `?from=` (docs/contract.md §4
+    Bounds): the fragment its "Load more blocks" button inserts, with the next button."""
+    conversation = conversation_or_404(conversation_id)
+    try:
+        start = _seq(request, "from")
+    except ValueError:
+        return bad_request(request, "from must be a block number.")
+    rows = selectors.preview_rows(conversation, [seq], blocks_from=start or 0)
+    if start is None or not rows or start >= rows[0].block_count:
+        raise Http404("No such message or block.")
+    more = presenters.more_blocks(conversation.id, rows[0], start)
+    return render(request, "conversations/detail.html#more-blocks", {"more": more})
 
 
 @require_GET

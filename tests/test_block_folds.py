@@ -1,6 +1,7 @@
-"""The compaction preview holds a bounded number of blocks per message (docs/contract.md §4
-Bounds): the rest are folded, counted (with how many of them the policy changed) and loaded
-on demand, a fragment at a time, each block exactly once."""
+"""Pages hold a bounded number of blocks per message (docs/contract.md §4 Bounds): on the
+conversation page and the compaction preview the rest are folded, counted (on the preview
+with how many of them the policy changed) and loaded on demand, a fragment at a time, each
+block exactly once; a share page says how many it leaves out."""
 
 from __future__ import annotations
 
@@ -138,3 +139,73 @@ def test_a_message_of_20000_blocks_keeps_the_page_small(operator_client: Client,
     page = operator_client.get(f"/c/{conversation.pk}/context")
     assert len(page.content) < 200_000  # it was 3 MB (160,000 elements)
     assert fold(message_html(page.content.decode(), 0))["count"] == 19_900
+
+
+def record_html(page: str, seq: int) -> str:
+    html = message_html(page, seq)
+    return html[html.index('<div class="record"') : html.index('<div class="projection"')]
+
+
+def record_fold(html: str) -> tuple[int, str | None] | None:
+    found = re.search(
+        r'class="truncated block-fold" data-folded="(\d+)">[^<]*(<button[^>]*>)?', html
+    )
+    if found is None:
+        return None
+    url = re.search(r'data-url="([^"]+)"', found.group(2) or "")
+    return int(found.group(1)), unescape(url.group(1)) if url else None
+
+
+def test_the_conversation_page_loads_a_messages_other_blocks_on_demand(
+    operator_client: Client, many_results: Conversation
+) -> None:
+    page = operator_client.get(f"/c/{many_results.pk}/").content.decode()
+    html = record_html(page, 1)
+    seen = block_seqs(html)
+    assert seen == list(range(100))
+    while (found := record_fold(html)) is not None:
+        count, url = found
+        assert count == RESULTS - len(seen)
+        assert url is not None and url.endswith(f"/m/1/blocks?from={len(seen)}")
+        html = operator_client.get(url).content.decode()
+        seen += block_seqs(html)
+    assert seen == list(range(RESULTS))
+
+
+def test_the_blocks_fragment_refuses_what_is_not_there_and_needs_an_operator(
+    client: Client, operator_client: Client, outsider_client: Client, many_results: Conversation
+) -> None:
+    path = f"/c/{many_results.pk}/m/1/blocks"
+    assert operator_client.get(path, {"from": "250"}).status_code == 404
+    assert operator_client.get(f"/c/{many_results.pk}/m/9/blocks", {"from": "0"}).status_code == 404
+    assert operator_client.get(path).status_code == 404
+    refused = operator_client.get(path, {"from": "<b>1</b>"})
+    assert refused.status_code == 400
+    assert b"<b>1</b>" not in refused.content
+    assert client.get(path, {"from": "100"}).status_code == 302
+    assert outsider_client.get(path, {"from": "100"}).status_code == 403
+
+
+def test_a_share_page_says_how_many_blocks_it_leaves_out_without_loading_them(
+    many_results: Conversation,
+) -> None:
+    _, token = services.share_create(conversation=many_results)
+    page = Client().get(f"/s/{token}/").content.decode()
+    html = record_html(page, 1)
+    assert block_seqs(html) == list(range(100))
+    assert record_fold(html) == (150, None)
+    assert "/blocks?" not in page
+
+
+def test_a_blocks_text_is_read_without_its_message(operator_client: Client, db: None) -> None:
+    conversation = services.conversation_create(title="Letters")
+    blocks = [TextIn(type="text", text=str(i)) for i in range(3000)]
+    services.message_append(conversation=conversation, role="user", blocks=blocks)
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        answer = operator_client.get(f"/c/{conversation.pk}/m/0/b/2999/text")
+    assert answer.content == b"2999"
+    reads = [q["sql"] for q in queries if 'FROM "conversations_block"' in q["sql"]]
+    assert reads and all('"conversations_block"."seq" = 2999' in sql for sql in reads)
