@@ -163,8 +163,9 @@ def ingest(results: Results, server: Daphne, token: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = benchkit.arguments(__doc__)
     parser.add_argument("--quick", action="store_true", help="a smoke run (see above)")
+    parser.add_argument("--many", type=int, help="messages of b)'s record (a figure run)")
     args = parser.parse_args(argv)
-    many = 3_000 if args.quick else MANY
+    many = args.many or (3_000 if args.quick else MANY)
     began = time.perf_counter()
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(benchkit.scratch("replay-bench-streams-"))
@@ -215,7 +216,6 @@ def run(
         fetch(api, f"/api/conversations/{small.pk}/replay")
         fetch(web, f"/c/{small.pk}/")
         fetch(web, f"/c/{small.pk}/export.md")
-        fetch(web, f"/c/{small.pk}/context?compact=microcompact")
         baseline = rss_mb(pid)
         results.figure("baseline RSS (warm)", baseline, "MB")
 
@@ -249,6 +249,9 @@ def run(
                        RETURNED_TARGET, "×")  # fmt: skip
 
         print("e) pages that read the record whole (windowed by another change): figures")
+        fetch(web, f"/c/{small.pk}/context?compact=microcompact")  # the tokenizer, loaded
+        baseline = rss_mb(pid)
+        results.figure("e: baseline RSS (the tokenizer loaded)", baseline, "MB")
         for name, path in (
             ("compaction preview", f"/c/{huge.pk}/context?compact=microcompact"),
             ("diff", f"/c/{huge.pk}/diff?b_compact=microcompact"),
