@@ -14,7 +14,7 @@ from django.test import Client
 
 from conversations.record import services
 from conversations.record.models import Conversation
-from conversations.record.schemas import TextIn, ToolResultIn
+from conversations.record.schemas import BLOCK_ADAPTER, TextIn, ToolResultIn
 
 RESULTS = 250
 
@@ -32,6 +32,10 @@ def many_results(db: None) -> Conversation:
     ]
     services.message_append(conversation=conversation, role="user", blocks=results)
     return conversation
+
+
+def services_block(fields: dict[str, Any]) -> Any:
+    return BLOCK_ADAPTER.validate_python(fields)
 
 
 def message_html(page: str, seq: int) -> str:
@@ -186,15 +190,38 @@ def test_the_blocks_fragment_refuses_what_is_not_there_and_needs_an_operator(
     assert outsider_client.get(path, {"from": "100"}).status_code == 403
 
 
-def test_a_share_page_says_how_many_blocks_it_leaves_out_without_loading_them(
+def test_a_share_page_loads_a_messages_other_blocks_inside_its_scope(
     many_results: Conversation,
 ) -> None:
-    _, token = services.share_create(conversation=many_results)
-    page = Client().get(f"/s/{token}/").content.decode()
+    _, token = services.share_create(conversation=many_results, up_to_seq=1, images=False)
+    reader = Client()
+    page = reader.get(f"/s/{token}/").content.decode()
     html = record_html(page, 1)
-    assert block_seqs(html) == list(range(100))
-    assert record_fold(html) == (150, None)
-    assert "/blocks?" not in page
+    seen = block_seqs(html)
+    assert seen == list(range(100))
+    while (found := record_fold(html)) is not None:
+        _, url = found
+        assert url is not None and url.startswith(f"/s/{token}/c/{many_results.pk}/m/1/blocks?")
+        answer = reader.get(url)
+        assert answer["Referrer-Policy"] == "no-referrer"
+        html = answer.content.decode()
+        seen += block_seqs(html)
+    assert seen == list(range(RESULTS))
+    outside = reader.get(f"/s/{token}/c/{many_results.pk}/m/2/blocks", {"from": "0"})
+    assert outside.status_code == 404
+
+
+def test_a_share_link_without_images_withholds_them_from_loaded_blocks(db: None) -> None:
+    from tests.builders import png
+
+    conversation = services.conversation_create(title="Pictures")
+    blocks = [services_block(png()) for _ in range(120)]
+    services.message_append(conversation=conversation, role="user", blocks=blocks)
+    _, without = services.share_create(conversation=conversation, images=False)
+    _, with_images = services.share_create(conversation=conversation)
+    path = f"c/{conversation.pk}/m/0/blocks?from=100"
+    assert "/image" not in Client().get(f"/s/{without}/{path}").content.decode()
+    assert f"/s/{with_images}/c/" in Client().get(f"/s/{with_images}/{path}").content.decode()
 
 
 def test_a_blocks_text_is_read_without_its_message(operator_client: Client, db: None) -> None:

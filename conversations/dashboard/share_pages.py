@@ -85,14 +85,7 @@ def scoped_conversation(link: ShareLink) -> Conversation:
 def withhold_images(views: Sequence[presenters.MessageView]) -> list[presenters.MessageView]:
     """The views with no image URL on their record side (a link without images)."""
     return [
-        dataclasses.replace(
-            view,
-            blocks=[
-                dataclasses.replace(block, image_url="") if block.type == "image" else block
-                for block in view.blocks
-            ],
-        )
-        for view in views
+        dataclasses.replace(view, blocks=presenters.without_images(view.blocks)) for view in views
     ]
 
 
@@ -104,7 +97,6 @@ def without_records(views: Sequence[presenters.MessageView]) -> list[presenters.
         dataclasses.replace(
             view,
             record_url="",
-            more_blocks_url="",
             compaction=dataclasses.replace(view.compaction, diff_url="")
             if view.compaction
             else None,
@@ -274,6 +266,18 @@ def block_text(
     """The rest of a block's text ("load the rest"), for a message in the link's scope."""
     _in_scope(link, seq)
     return conversation_views.block_text_response(link.conversation, seq, block)
+
+
+@share_view
+def message_blocks(
+    request: HttpRequest, link: ShareLink, token: str, opts: ReplayOptions, seq: int
+) -> HttpResponse:
+    """The next blocks of a message's record side ("Load more blocks"), inside the link's
+    scope, images as the link says."""
+    _in_scope(link, seq)
+    return conversation_views.message_blocks_response(
+        request, link.conversation, seq, images=link.images
+    )
 
 
 @share_view

@@ -33,6 +33,7 @@ from conversations.dashboard.presenters.messages import (
     compaction_views,
     message_views,
     more_blocks,
+    without_images,
 )
 from conversations.dashboard.presenters.metadata import (
     CONVERSATION_META_ITEMS,
@@ -77,6 +78,7 @@ __all__ = [
     "message_meta",
     "message_views",
     "more_blocks",
+    "without_images",
     "compaction_views",
     "pressure_view",
     "query",

@@ -141,7 +141,7 @@ class MessageView:
     hidden_blocks: int = 0  # stored blocks past the ones shown
     truncated: Truncation | None = None  # of `text`
     record_url: str = ""  # this message as the API's record has it (operators only)
-    more_blocks_url: str = ""  # the hidden blocks' next fragment (operators only)
+    more_blocks_url: str = ""  # the next fragment of the blocks not shown
     projection_url: str = ""  # this message's wire message for the page's toggles
 
     @property
@@ -198,6 +198,11 @@ def more_blocks(conversation_id: object, row: PreviewRow, start: int) -> MoreBlo
     stop = start + len(views)
     url = message_blocks_url(conversation_id, row.seq, stop) if stop < row.block_count else ""
     return MoreBlocks(row.seq, views, row.block_count - stop, url)
+
+
+def without_images(views: Sequence[BlockView]) -> list[BlockView]:
+    """The block views with no image URL (a share link without images)."""
+    return [dataclasses.replace(b, image_url="") if b.type == "image" else b for b in views]
 
 
 def block_view(

@@ -8,6 +8,7 @@ it to `presenters.conversation_page`; the share pages reuse these responses."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 from typing import Any
 
@@ -245,9 +246,19 @@ def block_text_response(conversation: Conversation, seq: int, block: int) -> Htt
 @require_GET
 @operator_required
 def message_blocks(request: HttpRequest, conversation_id: str, seq: int) -> HttpResponse:
+    return message_blocks_response(request, conversation_or_404(conversation_id), seq)
+
+
+def message_blocks_response(
+    request: HttpRequest,
+    conversation: Conversation,
+    seq: int,
+    *,
+    images: bool = True,
+) -> HttpResponse:
     """The next blocks of a message's record side from `?from=` (docs/contract.md §4
-    Bounds): the fragment its "Load more blocks" button inserts, with the next button."""
-    conversation = conversation_or_404(conversation_id)
+    Bounds): the fragment its "Load more blocks" button inserts, with the next button;
+    `images=False` withholds the images' URLs (a share link without images)."""
     try:
         start = _seq(request, "from")
     except ValueError:
@@ -256,6 +267,8 @@ def message_blocks(request: HttpRequest, conversation_id: str, seq: int) -> Http
     if start is None or not rows or start >= rows[0].block_count:
         raise Http404("No such message or block.")
     more = presenters.more_blocks(conversation.id, rows[0], start)
+    if not images:
+        more = dataclasses.replace(more, blocks=presenters.without_images(more.blocks))
     return render(request, "conversations/detail.html#more-blocks", {"more": more})
 
 
