@@ -257,3 +257,19 @@ async def test_the_first_bytes_leave_before_the_last_message_is_read(
             assert [m["seq"] for m in orjson.loads(body)["messages"]] == list(range(40))
         else:
             assert body == expected
+
+
+@pytest.mark.sqlite
+def test_a_streamed_read_fetches_its_block_batches_by_id_alone(db: None, small_reads: None) -> None:
+    """Kept in the range's join, each batch made the database probe its id list once per
+    message of the range: 0.6 s a batch at 1,000 messages on PostgreSQL."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    conversation = texts(7)
+    with CaptureQueriesContext(connection) as queries:
+        rows = list(selectors.message_rows_streamed(conversation, image_data=True))
+    assert [r.seq for r in rows] == list(range(7))
+    batches = [q["sql"] for q in queries if '"conversations_block"."id" IN' in q["sql"]]
+    assert len(batches) >= 3
+    assert all("conversations_message" not in sql for sql in batches)

@@ -269,7 +269,10 @@ def message_rows_streamed(
     rows.clear()
     current = pending.popleft() if pending else None
     for ids in batches:
-        for values in blocks.filter(id__in=ids):
+        # By id alone: kept in the range's join, the database walks every message of the
+        # range and probes the id list for each, once per batch (quadratic in the range;
+        # PostgreSQL took 0.6 s a batch at 1,000 messages).
+        for values in _block_values(Block.objects.filter(id__in=ids), image_data=image_data):
             block = BlockRow._make(values)
             # Ids grow with seq in a conversation (appends hold its lock): earlier
             # messages are whole once a later one's block arrives.
@@ -304,11 +307,17 @@ def _rows_and_blocks(
     blocks = Block.objects.filter(
         message__conversation=conversation, message__seq__gte=start, message__seq__lte=last
     )
+    return rows, counts, _block_values(blocks, image_data=image_data)
+
+
+def _block_values(blocks: QuerySet[Block], *, image_data: bool) -> Any:
+    """These blocks' BLOCK_COLUMNS in (message id, seq) order (images' data left unread,
+    empty, unless `image_data`)."""
     columns: tuple[str, ...] = BLOCK_COLUMNS
     if not image_data:
         blocks = blocks.annotate(no_data=Value("", output_field=TextField()))
         columns = tuple("no_data" if c == "data" else c for c in BLOCK_COLUMNS)
-    return rows, counts, blocks.order_by("message_id", "seq").values_list(*columns)
+    return blocks.order_by("message_id", "seq").values_list(*columns)
 
 
 class OctetLength(Func):
