@@ -77,6 +77,7 @@ bench: install
 	$(BIN)/python -m tests.bench_notes || status=1; \
 	$(BIN)/python -m tests.bench_compare || status=1; \
 	$(BIN)/python -m tests.bench_alerts || status=1; \
+	$(BIN)/python -m tests.bench_streams || status=1; \
 	exit $$status
 
 clean:

@@ -81,7 +81,7 @@ function explain(code) {
 // and its copies, the exports, the compaction and diff pages, sharing, loading more.
 var GONE = "#copy-payload, #download-payload, #export-markdown, #context-link, #diff-link, " +
   "#shares button, #shares input, #shares select, #earlier a, #later a, .copy-projection, " +
-  ".copy-record, .load-rest";
+  ".copy-record, .load-rest, .load-blocks";
 
 function disableGone() {
   document.querySelectorAll(GONE).forEach(function (element) {

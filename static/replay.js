@@ -58,6 +58,21 @@ document.addEventListener("click", function (event) {
       .catch(function () { rest.disabled = false; flash(rest, "Loading failed"); });
     return;
   }
+  const blocks = target.closest(".load-blocks");
+  if (blocks) {
+    // The next blocks of a message's record, rendered (escaped) by the server as the page's
+    // own partial; the fold they replace comes back with them while more are left.
+    const fold = blocks.closest(".block-fold");
+    blocks.disabled = true;
+    fetchText(blocks.getAttribute("data-url"))
+      .then(function (html) {
+        const fragment = document.createElement("template");
+        fragment.innerHTML = html;
+        fold.replaceWith(fragment.content);
+      })
+      .catch(function () { blocks.disabled = false; flash(blocks, "Loading failed"); });
+    return;
+  }
   const more = target.closest(".show-all");
   if (more) {
     // The server's label says how much is folded ("show all 40 lines, 1.2 kB"): kept.

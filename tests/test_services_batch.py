@@ -103,7 +103,10 @@ def test_many_messages_take_a_bounded_number_of_queries(conversation):
 
     # With the search entries, one insert; and one read of the previous message's running
     # token totals (docs/contract.md §7: each batch's counts continue them).
-    assert queries(3) == queries(2000) == 9
+    assert queries(3) == 9
+    # 2,000 messages of 2 blocks: inserts of at most 1,000 rows each (the statements'
+    # size is bounded too): 2 of messages, 4 of blocks, 4 of search entries.
+    assert queries(2000) == 9 + 1 + 3 + 3
 
 
 def test_an_image_outside_a_user_message_names_its_path_and_stores_nothing(conversation):
@@ -171,3 +174,19 @@ def test_rows_over_the_parameter_limit_go_in_several_statements_and_keep_their_i
         assert Message.objects.get(pk=row.pk).metadata == {"n": i}
         assert [Block.objects.get(pk=b.pk).text for b in blocks] == [f"{i}.a", f"{i}.b"]
         assert {b.message_id for b in blocks} == {row.pk}
+
+
+@pytest.mark.sqlite
+def test_a_message_of_many_blocks_goes_in_inserts_of_bounded_size(conversation):
+    """A statement's size does not grow with the message (docs/contract.md §4 Bounds): the
+    driver's cost of one statement grows faster than its rows."""
+    bound = 1000  # rows of one INSERT (services/inserts.py ROWS_PER_STATEMENT)
+    count = 2 * bound + 5
+    blocks = [services_block(text(str(i))) for i in range(count)]
+    with CaptureQueriesContext(connection) as queries:
+        _, stored = services.message_append(conversation=conversation, role="user", blocks=blocks)
+    head = 'INSERT INTO "conversations_block"'
+    inserts = [q["sql"] for q in queries if q["sql"].startswith(head)]
+    assert len(inserts) >= 3
+    assert all(sql.count("), (") < bound for sql in inserts)
+    assert [Block.objects.get(pk=b.pk).text for b in stored] == [str(i) for i in range(count)]

@@ -492,6 +492,7 @@ REACHABLE = [
     "c/{id}/m/0/b/0/text",  # "load the rest" of a block
     "c/{id}/m/1/wire",  # … and of a projection
     "c/{id}/m/1/projection.json",  # "Copy projection"
+    "c/{id}/m/0/blocks?from=0",  # "Load more blocks" of a message
     "c/{id}/messages?around=1",
     "c/{id}/messages?after=0",
     "c/{id}/find?kind=problem",  # the finder: n / N, filters' "find more", tool rounds
@@ -505,6 +506,7 @@ NOT_REACHABLE = [
     "c/{other}/m/0/b/0/text",
     "c/{other}/m/1/wire",
     "c/{other}/m/1/projection.json",
+    "c/{other}/m/0/blocks?from=0",
     "c/{id}/m/1/record.json",  # "Copy record JSON" is the operator's: the whole record
     "c/{other}/find?kind=text&q=message",
     "c/{id}/shares",  # the sharing form

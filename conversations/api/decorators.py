@@ -7,11 +7,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import orjson
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import BaseModel, ValidationError
@@ -23,7 +24,7 @@ from conversations.record import services
 from conversations.record.models import ApiToken
 from conversations.record.schemas import error_list, error_sentence
 
-View: TypeAlias = Callable[..., HttpResponse]
+View: TypeAlias = Callable[..., HttpResponseBase]
 TOKEN_TOUCH_INTERVAL = timedelta(minutes=5)
 TOKEN_LABEL = "replay.token_label"  # where a view finds its token's label
 
@@ -113,7 +114,7 @@ def api(
     def decorator(view: View) -> View:
         @csrf_exempt
         @functools.wraps(view)
-        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             try:
                 if request.method not in methods:
                     response = errors(
@@ -135,7 +136,9 @@ def api(
                             "that is shown once and never stored.",
                             field="Idempotency-Key",
                         )
-                    return _idempotent(view, request, token, key, args, kwargs)
+                    # POSTs answer whole bodies (never streamed), which can be kept.
+                    post = cast(Callable[..., HttpResponse], view)
+                    return _idempotent(post, request, token, key, args, kwargs)
                 return view(request, *args, **kwargs)
             except ApiError as exc:
                 response = errors(request, exc.status, exc.error, exc.extra)

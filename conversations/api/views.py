@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.paginator import EmptyPage, PageNotAnInteger, Paginator
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.urls import reverse
 from pydantic import ValidationError
 
@@ -30,6 +31,7 @@ from conversations.record import (
     selectors,
     services,
     shapes,
+    streams,
     token_counts,
 )
 from conversations.record.models import Conversation
@@ -48,6 +50,7 @@ from conversations.record.schemas import (
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
+MAX_RECORD_LIMIT = 1000  # messages one page of the record holds at most (`?limit=`)
 
 
 def _conversation(conversation_id: str) -> Conversation:
@@ -155,7 +158,7 @@ def conversations(request: HttpRequest) -> HttpResponse:
 
 
 @api("GET", "PATCH", "DELETE")
-def conversation(request: HttpRequest, conversation_id: str) -> HttpResponse:
+def conversation(request: HttpRequest, conversation_id: str) -> HttpResponseBase:
     found = _conversation(conversation_id)
     if request.method == "DELETE":
         services.conversation_delete(conversation=found)
@@ -164,7 +167,43 @@ def conversation(request: HttpRequest, conversation_id: str) -> HttpResponse:
         data = validate(ConversationPatch, parse_json(request))
         found = services.conversation_window_set(conversation=found, tokens=data.context_window)
         return json_response(shapes.conversation_data(found, url=_url(request, found)))
-    return json_response(shapes.record_data(found, url=_url(request, found)))
+    return record_response(request, found)
+
+
+def _whole_number(request: HttpRequest, name: str, low: int, high: int) -> int | None:
+    value = request.GET.get(name, "")
+    if value == "":
+        return None
+    if not re.fullmatch(r"[0-9]{1,10}", value) or not low <= int(value) <= high:
+        raise ApiError(
+            400, f"{name} must be a whole number from {low:,} to {high:,}, not {value[:40]!r}.",
+            field=name,
+        )  # fmt: skip
+    return int(value)
+
+
+def record_response(request: HttpRequest, found: Conversation) -> HttpResponseBase:
+    """The record, streamed (docs/contract.md §3): whole by default; with `?from_seq=` or
+    `?limit=`, the messages from `from_seq` (0), at most `limit` of them, and `next`, the
+    URL of the following page (null at the end). Messages appended after `found` was read
+    are left out, as its `message_count` says."""
+    from_seq = _whole_number(request, "from_seq", 0, 2**31 - 1)
+    limit = _whole_number(request, "limit", 1, MAX_RECORD_LIMIT)
+    head = shapes.conversation_data(found, url=_url(request, found))
+    count = found.message_count
+    start, stop = 0, count
+    if from_seq is not None or limit is not None:
+        start = from_seq or 0
+        stop = count if limit is None else min(count, start + limit)
+        query = request.GET.copy()
+        query["from_seq"] = str(stop)
+        head["next"] = (
+            request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
+            if stop < count
+            else None
+        )
+    body = streams.record_pieces(found, head, start=start, stop=stop)
+    return streams.StreamedResponse(body, content_type="application/json")
 
 
 @api("POST")
@@ -230,24 +269,28 @@ def blocks(request: HttpRequest, conversation_id: str, seq: int) -> HttpResponse
 
 
 @api("GET")
-def replay_payload(request: HttpRequest, conversation_id: str) -> HttpResponse:
+def replay_payload(request: HttpRequest, conversation_id: str) -> HttpResponseBase:
     found = _conversation(conversation_id)
     options = replay_options(request)
     policy = compact_policy(request)
     if policy is None:
-        body = selectors.replay_json(found, vision=options.vision, shape=options.shape)
-    else:
-        body = orjson.dumps(token_counts.compacted_payload(found, options, policy))
+        pieces = streams.replay_pieces(
+            found, vision=options.vision, shape=options.shape, stop=found.message_count
+        )
+        return streams.StreamedResponse(pieces, content_type="application/json")
+    body = orjson.dumps(token_counts.compacted_payload(found, options, policy))
     return HttpResponse(body, content_type="application/json")
 
 
 @api("GET")
-def markdown_export(request: HttpRequest, conversation_id: str) -> HttpResponse:
+def markdown_export(request: HttpRequest, conversation_id: str) -> HttpResponseBase:
     """The conversation as Markdown (record, then projection) for `?vision=&shape=`."""
     found = _conversation(conversation_id)
     options = replay_options(request)
-    body = selectors.markdown_export(found, vision=options.vision, shape=options.shape)
-    return HttpResponse(body, content_type="text/markdown; charset=utf-8")
+    pieces = streams.markdown_pieces(
+        found, vision=options.vision, shape=options.shape, stop=found.message_count
+    )
+    return streams.StreamedResponse(pieces, content_type="text/markdown; charset=utf-8")
 
 
 @api("POST")

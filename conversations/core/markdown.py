@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
@@ -130,19 +130,53 @@ def conversation_markdown(
 ) -> str:
     """The whole export: a title, the record's messages, then `payload` (the projection
     `replay.project` gave for these options) wire message by wire message."""
-    heading = " ".join(title.split()) or "Untitled conversation"
-    out = [f"# {heading}", "## Record"]
-    if not record:
-        out.append("No messages.")
-    for m in record:
-        out.append(f"### #{m.seq} {m.message.role} · {m.created_at}")
-        out.extend(block_markdown(b) for b in m.message.blocks)
-        if not m.message.blocks:
-            out.append("No blocks.")
-        out.extend(note_markdown(note) for note in m.notes)
-    out.append(f"## Projection ({shape}, vision {'on' if vision else 'off'})")
     system = payload.get("system")
-    if isinstance(system, str):
-        out.append(f"### system (the request's `system`)\n\n{fence(system)}")
-    out.extend(_wire_markdown(i, wm) for i, wm in enumerate(payload["messages"]))
-    return "\n\n".join(out) + "\n"
+    return "".join(
+        markdown_pieces(
+            title=title,
+            record=record,
+            system=system if isinstance(system, str) else None,
+            wire=payload["messages"],
+            shape=shape,
+            vision=vision,
+        )
+    )
+
+
+def markdown_pieces(
+    *,
+    title: str,
+    record: Iterable[RecordMessage],
+    system: str | None,
+    wire: Iterable[WireMessage],
+    shape: Shape,
+    vision: bool,
+) -> Iterator[str]:
+    """`conversation_markdown` in pieces, each message's at a time: `record` and `wire` are
+    consumed lazily, so a reader that streams them holds one message, not the record.
+    `system` is the projection's `system` (anthropic shape), None when it has none."""
+    heading = " ".join(title.split()) or "Untitled conversation"
+    yield f"# {heading}\n\n## Record"
+    empty = True
+    for m in record:
+        empty = False
+        yield "\n\n" + record_message_markdown(m)
+    if empty:
+        yield "\n\nNo messages."
+    yield f"\n\n## Projection ({shape}, vision {'on' if vision else 'off'})"
+    if system is not None:
+        yield f"\n\n### system (the request's `system`)\n\n{fence(system)}"
+    for i, wm in enumerate(wire):
+        yield "\n\n" + _wire_markdown(i, wm)
+    yield "\n"
+
+
+def record_message_markdown(m: RecordMessage) -> str:
+    """One stored message of the record half: its heading, its blocks, then the operators'
+    notes on it (docs/contract.md §10)."""
+    out = [f"### #{m.seq} {m.message.role} · {m.created_at}"]
+    out.extend(block_markdown(b) for b in m.message.blocks)
+    if not m.message.blocks:
+        out.append("No blocks.")
+    out.extend(note_markdown(note) for note in m.notes)
+    return "\n\n".join(out)

@@ -6,7 +6,7 @@ Every consumer (API, dashboard, downloads, admin) renders what `project` returns
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias, TypedDict, assert_never
 
@@ -31,7 +31,8 @@ __all__ = [
     "BLOCK_TYPES", "IMAGE_MEDIA_TYPES", "ROLES", "SHAPES", "Block", "ImageBlock", "JSONObject",
     "JSONValue", "Payload", "ReasoningBlock", "Role", "Shape", "StoredMessage", "TextBlock",
     "ToolResultBlock", "ToolUseBlock", "WireMessage", "content", "image_marker", "project",
-    "project_message", "prose", "text_content", "tool_input_json",
+    "project_message", "prose", "system_texts", "text_content", "tool_input_json",
+    "wire_messages",
 ]  # fmt: skip
 
 Shape = Literal["openai", "anthropic"]
@@ -197,6 +198,25 @@ def project(
         payload["messages"] = wire
         return payload
     assert_never(shape)
+
+
+def wire_messages(
+    messages: Iterable[StoredMessage], *, vision: bool, shape: Shape
+) -> Iterator[WireMessage]:
+    """`project(...)["messages"]` one at a time, for readers that stream the payload: in the
+    anthropic shape the system messages are left out (they are `system_texts`)."""
+    for m in messages:
+        if shape == "anthropic" and m.role == "system":
+            continue
+        yield {"role": m.role, "content": _content(m, vision, shape)}
+
+
+def system_texts(messages: Iterable[StoredMessage]) -> Iterator[str]:
+    """The texts the anthropic shape lifts into `system`, in order (joined by a blank line
+    they are `project(...)["system"]`; there is no `system` when there are none)."""
+    for m in messages:
+        if m.role == "system":
+            yield text_content(m)
 
 
 def project_message(message: StoredMessage, *, vision: bool, shape: Shape) -> WireMessage:

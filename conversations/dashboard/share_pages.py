@@ -22,6 +22,7 @@ from typing import Any, TypeAlias
 
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.urls import get_script_prefix, set_script_prefix
 from django.utils import timezone
@@ -34,7 +35,7 @@ from conversations.dashboard.views import finding
 from conversations.record import selectors, services
 from conversations.record.models import Conversation, ShareLink
 
-View: TypeAlias = Callable[..., HttpResponse]
+View: TypeAlias = Callable[..., HttpResponseBase]
 SOCKET_PATH = "ws/s/<str:token>/"
 SOCKET_GONE = 4410  # the link was revoked or expired while the socket was open
 
@@ -84,14 +85,7 @@ def scoped_conversation(link: ShareLink) -> Conversation:
 def withhold_images(views: Sequence[presenters.MessageView]) -> list[presenters.MessageView]:
     """The views with no image URL on their record side (a link without images)."""
     return [
-        dataclasses.replace(
-            view,
-            blocks=[
-                dataclasses.replace(block, image_url="") if block.type == "image" else block
-                for block in view.blocks
-            ],
-        )
-        for view in views
+        dataclasses.replace(view, blocks=presenters.without_images(view.blocks)) for view in views
     ]
 
 
@@ -134,10 +128,10 @@ def share_view(view: View) -> View:
     the toggles (400 page), build URLs inside the link, and send docs/contract.md §8's headers."""
 
     @functools.wraps(view)
-    def wrapper(request: HttpRequest, token: str, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapper(request: HttpRequest, token: str, *args: Any, **kwargs: Any) -> HttpResponseBase:
         with scoped_urls(token):
             if request.method != "GET":  # read-only, and answered with the headers too
-                response: HttpResponse = HttpResponseNotAllowed(["GET"])
+                response: HttpResponseBase = HttpResponseNotAllowed(["GET"])
             else:
                 response = _answer(request, token, args, kwargs)
         for name, value in HEADERS.items():
@@ -146,7 +140,7 @@ def share_view(view: View) -> View:
 
     def _answer(
         request: HttpRequest, token: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> HttpResponse:
+    ) -> HttpResponseBase:
         if not settings.REPLAY_SHARING:
             return _not_found(request)
         link = selectors.share_get(services.token_digest(token))
@@ -231,7 +225,7 @@ def earlier_messages(
 @share_view
 def replay_download(
     request: HttpRequest, link: ShareLink, token: str, opts: ReplayOptions
-) -> HttpResponse:
+) -> HttpResponseBase:
     """The payload of what the link shows: the projection of the messages in its scope."""
     stop = None if link.up_to_seq is None else link.up_to_seq + 1
     return conversation_views.download_response(
@@ -272,6 +266,18 @@ def block_text(
     """The rest of a block's text ("load the rest"), for a message in the link's scope."""
     _in_scope(link, seq)
     return conversation_views.block_text_response(link.conversation, seq, block)
+
+
+@share_view
+def message_blocks(
+    request: HttpRequest, link: ShareLink, token: str, opts: ReplayOptions, seq: int
+) -> HttpResponse:
+    """The next blocks of a message's record side ("Load more blocks"), inside the link's
+    scope, images as the link says."""
+    _in_scope(link, seq)
+    return conversation_views.message_blocks_response(
+        request, link.conversation, seq, images=link.images
+    )
 
 
 @share_view

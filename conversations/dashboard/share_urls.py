@@ -19,6 +19,7 @@ urlpatterns = [
     path("c/<str:conversation_id>/m/<int:seq>/b/<int:block>/image", share_pages.block_image),
     path("c/<str:conversation_id>/m/<int:seq>/b/<int:block>/text", share_pages.block_text),
     path("c/<str:conversation_id>/m/<int:seq>/wire", share_pages.wire_text),
+    path("c/<str:conversation_id>/m/<int:seq>/blocks", share_pages.message_blocks),
     path("c/<str:conversation_id>/m/<int:seq>/projection.json", share_pages.message_projection),
     re_path(r"^.*$", share_pages.not_here),  # a 404 that still carries the share headers
 ]

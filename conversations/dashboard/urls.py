@@ -47,6 +47,11 @@ urlpatterns = [
     ),
     path("c/<str:conversation_id>/m/<int:seq>/wire", conversation.wire_text, name="wire-text"),
     path(
+        "c/<str:conversation_id>/m/<int:seq>/blocks",
+        conversation.message_blocks,
+        name="message-blocks",
+    ),
+    path(
         "c/<str:conversation_id>/m/<int:seq>/record.json",
         conversation.message_record,
         name="message-record",

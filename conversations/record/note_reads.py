@@ -97,6 +97,16 @@ def all_notes(conversation_id: uuid.UUID) -> dict[int, list[NoteValue]]:
     return found
 
 
+def notes_between(conversation_id: uuid.UUID, start: int, stop: int) -> dict[int, list[NoteValue]]:
+    """Message seq → its notes, whole, for the messages from `start` to before `stop` (a
+    streamed export's batch: at most MAX_PER_MESSAGE a message). One query."""
+    found: dict[int, list[NoteValue]] = {}
+    rows = _notes(conversation_id).filter(message_seq__gte=start, message_seq__lt=stop)
+    for note in rows.iterator(chunk_size=500):
+        found.setdefault(note.message_seq, []).append(value(note))
+    return found
+
+
 def note_page(conversation_id: uuid.UUID, *, after: int = 0) -> tuple[list[NoteValue], bool]:
     """A conversation's notes by id after `after`, a page of them, and whether more follow."""
     rows = list(

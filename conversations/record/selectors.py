@@ -241,18 +241,24 @@ STREAMED_BLOCKS = 500  # … and blocks
 
 
 def message_rows_streamed(
-    conversation: Conversation, *, start: int = 0, stop: int | None = None
+    conversation: Conversation,
+    *,
+    start: int = 0,
+    stop: int | None = None,
+    image_data: bool = False,
 ) -> Iterator[MessageRow]:
-    """`message_rows(..., image_data=False)` one message at a time, in seq order: a reader
-    done with each message (counting) holds about STREAMED_BYTES of texts, not the range's.
+    """`message_rows(..., image_data=image_data)` one message at a time, in seq order: a
+    reader done with each message (counting, serialising) holds about STREAMED_BYTES of
+    texts, not the range's.
 
     The blocks' sizes are read first (PostgreSQL from the TOAST header), then the blocks in
     batches of at most STREAMED_BYTES (or one block, if larger) and STREAMED_BLOCKS.
     """
-    rows, counts, blocks = _rows_and_blocks(conversation, start, stop, False)
-    sizes = blocks.annotate(size=OctetLength("text") + OctetLength("input_json")).values_list(
-        "id", "message_id", "seq", "size"
-    )
+    rows, counts, blocks = _rows_and_blocks(conversation, start, stop, image_data)
+    size = OctetLength("text") + OctetLength("input_json")
+    if image_data:
+        size += OctetLength("data")
+    sizes = blocks.annotate(size=size).values_list("id", "message_id", "seq", "size")
     batches: list[list[int]] = []
     batch: list[int] = []
     held = 0
@@ -271,9 +277,10 @@ def message_rows_streamed(
     rows.clear()
     current = pending.popleft() if pending else None
     for ids in batches:
-        # By id alone: kept in the range's join, SQLite walks every message of the range
-        # and probes the id list for each, once per batch (quadratic in the range).
-        for values in _block_values(Block.objects.filter(id__in=ids), image_data=False):
+        # By id alone: kept in the range's join, the database walks every message of the
+        # range and probes the id list for each, once per batch (quadratic in the range;
+        # PostgreSQL took 0.6 s a batch at 1,000 messages).
+        for values in _block_values(Block.objects.filter(id__in=ids), image_data=image_data):
             block = BlockRow._make(values)
             # Ids grow with seq in a conversation (appends hold its lock): earlier
             # messages are whole once a later one's block arrives.
@@ -337,8 +344,11 @@ class OctetLength(Func):
 MESSAGE_BLOCKS = 100  # blocks of one message a page or frame shows
 
 
-def preview_rows(conversation: Conversation, seqs: range | Iterable[int]) -> list[PreviewRow]:
-    """The messages at `seqs` (at most a window's worth) with previews of their blocks.
+def preview_rows(
+    conversation: Conversation, seqs: range | Iterable[int], *, blocks_from: int = 0
+) -> list[PreviewRow]:
+    """The messages at `seqs` (at most a window's worth) with previews of their blocks (the
+    `MESSAGE_BLOCKS` from block `blocks_from`).
 
     Two queries: the messages, then the blocks of exactly those message ids, so a message
     appended meanwhile never shows up half. Block cost is bounded by
@@ -356,7 +366,9 @@ def preview_rows(conversation: Conversation, seqs: range | Iterable[int]) -> lis
         )
     }
     blocks = (
-        Block.objects.filter(message_id__in=list(rows), seq__lt=MESSAGE_BLOCKS)
+        Block.objects.filter(
+            message_id__in=list(rows), seq__gte=blocks_from, seq__lt=blocks_from + MESSAGE_BLOCKS
+        )
         .annotate(
             text_start=Substr("text", 1, PREVIEW_CHARS),
             text_size=OctetLength("text"),
@@ -382,6 +394,16 @@ def preview_rows(conversation: Conversation, seqs: range | Iterable[int]) -> lis
         block = PreviewBlock._make(values)
         rows[block.message_id].blocks.append(block)
     return list(rows.values())
+
+
+def block_row(conversation: Conversation, seq: int, block: int) -> BlockRow | None:
+    """One block whole (one query, whatever its message holds besides)."""
+    values = (
+        Block.objects.filter(message__conversation=conversation, message__seq=seq, seq=block)
+        .values_list(*BLOCK_COLUMNS)
+        .first()
+    )
+    return None if values is None else BlockRow._make(values)
 
 
 def message_full(conversation: Conversation, seq: int) -> MessageRow | None:

@@ -20,6 +20,7 @@ pyproject.toml). One module a page or job:
 from conversations.dashboard.presenters.context import (
     PREVIEW_WINDOW,
     ContextRead,
+    context_blocks,
     context_page,
     window_at,
 )
@@ -39,9 +40,12 @@ from conversations.dashboard.presenters.listing import (
 )
 from conversations.dashboard.presenters.messages import (
     MessageView,
+    MoreBlocks,
     block_full_text,
     compaction_views,
     message_views,
+    more_blocks,
+    without_images,
 )
 from conversations.dashboard.presenters.metadata import (
     CONVERSATION_META_ITEMS,
@@ -75,6 +79,7 @@ __all__ = [
     "DIFF_WINDOW",
     "DiffSide",
     "MessageView",
+    "MoreBlocks",
     "MetaItem",
     "NotesView",
     "PageRead",
@@ -84,6 +89,7 @@ __all__ = [
     "notes_view",
     "read_only",
     "with_notes",
+    "context_blocks",
     "context_page",
     "conversation_meta",
     "conversation_page",
@@ -99,6 +105,8 @@ __all__ = [
     "margin_counts",
     "message_meta",
     "message_views",
+    "more_blocks",
+    "without_images",
     "compaction_views",
     "pressure_view",
     "query",

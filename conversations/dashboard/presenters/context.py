@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.urls import reverse
@@ -18,10 +18,16 @@ from conversations.core.options import ReplayOptions
 from conversations.dashboard.presenters.links import query, toggle
 from conversations.dashboard.presenters.pressure import pressure_view
 from conversations.dashboard.presenters.protocols import ConversationLike
-from conversations.dashboard.presenters.texts import shown
+from conversations.dashboard.presenters.texts import escaped_bytes, shown
 from conversations.record.rows import Pressure
 
 PREVIEW_WINDOW = 100
+# Blocks of one message the preview shows at once, and their escaped bytes at most (besides
+# the markup; docs/contract.md §4 Bounds): the rest are counted, with how many of them the
+# policy changed, and loaded on demand.
+MESSAGE_BLOCKS = 100
+MESSAGE_BYTES = 1024 * 1024
+BLOCK_MARKUP = 300  # bytes of a block's markup on this page
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,24 @@ class PreviewBlock:
 
 
 @dataclass(frozen=True)
+class BlockFold:
+    """A message's blocks past the ones shown: how many, how many of them the policy
+    changed, and the URL of the next MESSAGE_BLOCKS (an htmx fragment)."""
+
+    seq: int
+    start: int  # the first block folded
+    count: int
+    changed: int
+    url: str
+
+    @property
+    def label(self) -> str:
+        changed = f", {self.changed:,} of them changed by the policy" if self.changed else ""
+        plural = "s" if self.count != 1 else ""
+        return f"{self.count:,} more block{plural} folded (from block {self.start}){changed}."
+
+
+@dataclass(frozen=True)
 class PreviewMessage:
     seq: int
     role: str
@@ -41,6 +65,7 @@ class PreviewMessage:
     blocks: list[PreviewBlock]
     wire: str
     changed: bool
+    fold: BlockFold | None = field(default=None)
 
     @property
     def anchor(self) -> str:
@@ -95,18 +120,22 @@ def context_page(
     base: dict[str, object] = {"vision": int(options.vision), "shape": options.shape, **view}
     before, after, compacted = read.before, read.after, read.compacted
     effective = effective and policy is not None
+    changed_blocks = _changed_by_message(compacted)
+    mode = {} if effective or policy is None else {"payload": "full"}
+
+    def more_url(seq: int, start: int) -> str:
+        return here + query(
+            **(base | compact_query(policy) | mode), blocks_of=seq, blocks_from=start
+        )
+
     shown_messages = []
     for seq, message in zip(read.seqs, read.messages, strict=True):
-        blocks_shown = [
-            PreviewBlock(j, blocks.label(b), shown(replay.prose(b)), (seq, j) in compacted.changed)
-            for j, b in enumerate(message.blocks)
-        ]
+        blocks_shown, fold = _blocks(message, seq, changed_blocks.get(seq, []), 0, more_url)
         wire = replay.project_message(message, vision=options.vision, shape=options.shape)
         shown_messages.append(
             PreviewMessage(
                 seq, message.role, read.before_by.get(seq), read.after_by.get(seq),
-                blocks_shown, shown(diff_core.content_text(wire)),
-                any(b.changed for b in blocks_shown),
+                blocks_shown, shown(diff_core.content_text(wire)), seq in changed_blocks, fold,
             )
         )  # fmt: skip
     policy_query = compact_query(policy)
@@ -162,3 +191,70 @@ def context_page(
         "diff_url": reverse("conversation-diff", args=[cid])
         + query(**base, **{f"b_{k}": v for k, v in policy_query.items()}),
     }
+
+
+def _changed_by_message(compacted: Compacted) -> dict[int, list[int]]:
+    """Message seq → the seqs of its blocks the policy changed, in order."""
+    found: dict[int, list[int]] = {}
+    for seq, block in compacted.changed:
+        found.setdefault(seq, []).append(block)
+    for changed in found.values():
+        changed.sort()
+    return found
+
+
+def _blocks(
+    message: replay.StoredMessage, seq: int, changed: list[int], start: int, more_url: Any
+) -> tuple[list[PreviewBlock], BlockFold | None]:
+    """The blocks of a message from `start` the preview shows (at most MESSAGE_BLOCKS, and
+    MESSAGE_BYTES of their texts), and the fold of the ones after them (None if none)."""
+    marked = set(changed)
+    shown_blocks: list[PreviewBlock] = []
+    spent = 0
+    stop = start
+    for b in message.blocks[start : start + MESSAGE_BLOCKS]:
+        text = shown(replay.prose(b))
+        spent += escaped_bytes(text) + BLOCK_MARKUP
+        if spent > MESSAGE_BYTES and shown_blocks:
+            break
+        shown_blocks.append(PreviewBlock(stop, blocks.label(b), text, stop in marked))
+        stop += 1
+    if stop == len(message.blocks):
+        return shown_blocks, None
+    later = len(changed) - bisect.bisect_left(changed, stop)
+    fold = BlockFold(seq, stop, len(message.blocks) - stop, later, more_url(seq, stop))
+    return shown_blocks, fold
+
+
+def context_blocks(
+    conversation: ConversationLike,
+    options: ReplayOptions,
+    policy: compact_core.Policy | None,
+    read: ContextRead,
+    *,
+    view: dict[str, str],
+    effective: bool,
+    seq: int,
+    start: int,
+) -> dict[str, Any] | None:
+    """The next blocks of message `seq` on the compaction preview (from block `start`), as
+    `context_page` would show them, with the fold after them; None if the payload shown
+    has no such message or block."""
+    here = reverse("conversation-context", args=[str(conversation.id)])
+    base: dict[str, object] = {"vision": int(options.vision), "shape": options.shape, **view}
+    effective = effective and policy is not None
+    compacted = read.compacted
+    seqs, messages = read.seqs, read.messages  # the window holding `seq`, as shown
+    index = bisect.bisect_left(seqs, seq)
+    if index == len(seqs) or seqs[index] != seq or not 0 <= start < len(messages[index].blocks):
+        return None
+    mode = {} if effective or policy is None else {"payload": "full"}
+
+    def more_url(at: int, first: int) -> str:
+        return here + query(
+            **(base | compact_query(policy) | mode), blocks_of=at, blocks_from=first
+        )
+
+    changed = _changed_by_message(compacted).get(seq, [])
+    shown_blocks, fold = _blocks(messages[index], seq, changed, start, more_url)
+    return {"blocks": shown_blocks, "fold": fold, "effective": effective}

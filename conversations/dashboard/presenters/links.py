@@ -36,6 +36,12 @@ def wire_text_url(
     return reverse("wire-text", args=[str(conversation_id), message_seq]) + query(**params)
 
 
+def message_blocks_url(conversation_id: object, message_seq: int, start: int) -> str:
+    return reverse("message-blocks", args=[str(conversation_id), message_seq]) + query(
+        **{"from": start}
+    )
+
+
 def message_record_url(conversation_id: object, message_seq: int) -> str:
     return reverse("message-record", args=[str(conversation_id), message_seq])
 

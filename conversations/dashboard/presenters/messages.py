@@ -23,6 +23,7 @@ from conversations.core import next_request as nr
 from conversations.dashboard.presenters.links import (
     block_text_url,
     image_url,
+    message_blocks_url,
     message_projection_url,
     message_record_url,
     wire_text_url,
@@ -144,6 +145,7 @@ class MessageView:
     hidden_blocks: int = 0  # stored blocks past the ones shown
     truncated: Truncation | None = None  # of `text`
     record_url: str = ""  # this message as the API's record has it (operators only)
+    more_blocks_url: str = ""  # the next fragment of the blocks not shown
     projection_url: str = ""  # this message's wire message for the page's toggles
     notes: NotesView | None = None  # the operators' notes beside the record (contract §10)
 
@@ -170,6 +172,42 @@ def block_full_text(row: BlockRow) -> str:
             return ""
         case _:
             assert_never(value)
+
+
+def record_blocks(conversation_id: object, row: PreviewRow) -> list[BlockView]:
+    """The record side's blocks of `row` (its `blocks`, as read): as many as one side's
+    `SIDE_BYTES` hold."""
+    record = Budget()
+    views = []
+    for block in row.blocks:
+        if record.left <= 0:
+            break
+        views.append(block_view(conversation_id, row.seq, block, record))
+    return views
+
+
+@dataclass(frozen=True)
+class MoreBlocks:
+    """The next blocks of a message's record side (from block `start`), and what is left."""
+
+    seq: int
+    blocks: list[BlockView]
+    hidden_blocks: int
+    more_blocks_url: str
+
+
+def more_blocks(conversation_id: object, row: PreviewRow, start: int) -> MoreBlocks:
+    """The record side's blocks of `row` read from block `start` (its fragment on demand),
+    bounded as a message's are."""
+    views = record_blocks(conversation_id, row)
+    stop = start + len(views)
+    url = message_blocks_url(conversation_id, row.seq, stop) if stop < row.block_count else ""
+    return MoreBlocks(row.seq, views, row.block_count - stop, url)
+
+
+def without_images(views: Sequence[BlockView]) -> list[BlockView]:
+    """The block views with no image URL (a share link without images)."""
+    return [dataclasses.replace(b, image_url="") if b.type == "image" else b for b in views]
 
 
 def block_view(
@@ -275,12 +313,7 @@ def message_views(
     views = []
     marks = f"\ue000{secrets.token_hex(8)}:"
     for row in rows:
-        record = Budget()
-        block_views = []
-        for block in row.blocks:
-            if record.left <= 0:
-                break
-            block_views.append(block_view(conversation.id, row.seq, block, record))
+        block_views = record_blocks(conversation.id, row)
         values, missing = _cut_values(row, len(block_views), marks)
         stored = replay.StoredMessage(cast(replay.Role, row.role), tuple(values))
         wire = replay.project_message(stored, vision=vision, shape=shape)
@@ -332,6 +365,9 @@ def message_views(
                 hidden_blocks=row.block_count - len(block_views),
                 truncated=cut,
                 record_url=message_record_url(conversation.id, row.seq),
+                more_blocks_url=message_blocks_url(conversation.id, row.seq, len(block_views))
+                if len(block_views) < row.block_count
+                else "",
                 projection_url=message_projection_url(
                     conversation.id, row.seq, vision=vision, shape=shape
                 ),

@@ -11,6 +11,7 @@ from typing import Any, TypeAlias
 from django.conf import settings
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django_htmx.middleware import HtmxDetails
 
@@ -19,7 +20,7 @@ from conversations.dashboard import presenters
 from conversations.record import selectors, token_counts
 from conversations.record.models import Conversation
 
-View: TypeAlias = Callable[..., HttpResponse]
+View: TypeAlias = Callable[..., HttpResponseBase]
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -53,7 +54,7 @@ def with_options(view: View) -> View:
     """Parse ?vision= and ?shape= as the API does; a bad value is a 400 page."""
 
     @functools.wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         try:
             options = ReplayOptions.from_query(request.GET)
         except OptionError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
@@ -104,6 +104,38 @@ def _context_read(
     )  # fmt: skip
 
 
+def _more_blocks(
+    request: HttpRequest,
+    conversation: Conversation,
+    options: ReplayOptions,
+    policy: Policy | None,
+    view: dict[str, str],
+    params: dict[str, str],
+) -> HttpResponse:
+    """`?blocks_of=SEQ&blocks_from=N`: the next blocks of one message of the preview, the
+    fragment its fold loads (404 for a message or block the payload shown lacks)."""
+    seq, start = _number(params, "blocks_of"), _number(params, "blocks_from")
+    effective = params.get("payload") != "full"
+    # The window that holds message `seq`, as the page showed it.
+    read = _context_read(
+        conversation, options, policy, view, effective=effective and policy is not None,
+        start=seq,
+    )  # fmt: skip
+    context = presenters.context_blocks(
+        conversation, options, policy, read, view=view, effective=effective, seq=seq, start=start
+    )
+    if context is None:
+        raise Http404("No such message or block in this payload.")
+    return render(request, "conversations/context.html#more-blocks", context)
+
+
+def _number(params: dict[str, str], name: str) -> int:
+    value = params.get(name, "")
+    if not value.isdigit() or len(value) > 9:
+        raise OptionError(name, f"{name} must be a whole number.")
+    return int(value)
+
+
 @require_GET
 @operator_required
 @with_options
@@ -118,6 +150,8 @@ def conversation_context(
     try:
         policy = _form_policy(params)
         view: dict[str, str] = {k: params[k] for k in token_counts.VIEW_KEYS if k in params}
+        if "blocks_of" in params:
+            return _more_blocks(request, conversation, options, policy, view, params)
         start = _start(params)
         effective = params.get("payload") != "full"
         read = _context_read(

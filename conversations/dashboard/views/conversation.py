@@ -8,12 +8,14 @@ it to `presenters.conversation_page`; the share pages reuse these responses."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 from typing import Any
 
 import orjson
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -46,6 +48,7 @@ from conversations.record import (
     selectors,
     services,
     shapes,
+    streams,
     token_counts,
 )
 from conversations.record.models import Conversation
@@ -258,12 +261,41 @@ def block_text(request: HttpRequest, conversation_id: str, seq: int, block: int)
 
 
 def block_text_response(conversation: Conversation, seq: int, block: int) -> HttpResponse:
-    """The whole text of one block, as plain text (what a page shows the start of)."""
-    message = selectors.message_full(conversation, seq)
-    found = [b for b in message.blocks if b.seq == block] if message else []
-    if not found or found[0].type == "image":
+    """The whole text of one block, as plain text (what a page shows the start of); the
+    block alone is read, not its message."""
+    found = selectors.block_row(conversation, seq, block)
+    if found is None or found.type == "image":
         raise Http404("No such text block.")
-    return plain_response(presenters.block_full_text(found[0]))
+    return plain_response(presenters.block_full_text(found))
+
+
+@require_GET
+@operator_required
+def message_blocks(request: HttpRequest, conversation_id: str, seq: int) -> HttpResponse:
+    return message_blocks_response(request, conversation_or_404(conversation_id), seq)
+
+
+def message_blocks_response(
+    request: HttpRequest,
+    conversation: Conversation,
+    seq: int,
+    *,
+    images: bool = True,
+) -> HttpResponse:
+    """The next blocks of a message's record side from `?from=` (docs/contract.md §4
+    Bounds): the fragment its "Load more blocks" button inserts, with the next button;
+    `images=False` withholds the images' URLs (a share link without images)."""
+    try:
+        start = _seq(request, "from")
+    except ValueError:
+        return bad_request(request, "from must be a block number.")
+    rows = selectors.preview_rows(conversation, [seq], blocks_from=start or 0)
+    if start is None or not rows or start >= rows[0].block_count:
+        raise Http404("No such message or block.")
+    more = presenters.more_blocks(conversation.id, rows[0], start)
+    if not images:
+        more = dataclasses.replace(more, blocks=presenters.without_images(more.blocks))
+    return render(request, "conversations/detail.html#more-blocks", {"more": more})
 
 
 @require_GET
@@ -339,7 +371,7 @@ def message_projection_response(
 @with_options
 def replay_download(
     request: HttpRequest, conversation_id: str, *, vision: bool, shape: replay.Shape
-) -> HttpResponse:
+) -> HttpResponseBase:
     """The same bytes as GET /api/conversations/ID/replay (with `?compact=` too), for a
     signed-in operator."""
     conversation = conversation_or_404(conversation_id)
@@ -347,13 +379,17 @@ def replay_download(
         policy = Policy.from_query(request.GET)
     except OptionError as exc:
         return bad_request(request, exc.message)
+    response: HttpResponseBase
     if policy is None:
-        body = selectors.replay_json(conversation, vision=vision, shape=shape)
+        pieces = streams.replay_pieces(
+            conversation, vision=vision, shape=shape, stop=conversation.message_count
+        )
+        response = streams.StreamedResponse(pieces, content_type="application/json")
     else:
         body = orjson.dumps(
             token_counts.compacted_payload(conversation, ReplayOptions(vision, shape), policy)
         )
-    response = HttpResponse(body, content_type="application/json")
+        response = HttpResponse(body, content_type="application/json")
     suffix = f"-{policy.name}" if policy is not None else ""
     name = f"replay-{conversation.id}-{shape}-vision-{'on' if vision else 'off'}{suffix}.json"
     response["Content-Disposition"] = f'attachment; filename="{name}"'
@@ -365,13 +401,13 @@ def replay_download(
 @with_options
 def markdown_download(
     request: HttpRequest, conversation_id: str, *, vision: bool, shape: replay.Shape
-) -> HttpResponse:
+) -> HttpResponseBase:
     """The same Markdown as GET /api/conversations/ID/markdown, as a file to save."""
     conversation = conversation_or_404(conversation_id)
-    response = HttpResponse(
-        selectors.markdown_export(conversation, vision=vision, shape=shape),
-        content_type="text/markdown; charset=utf-8",
+    pieces = streams.markdown_pieces(
+        conversation, vision=vision, shape=shape, stop=conversation.message_count
     )
+    response = streams.StreamedResponse(pieces, content_type="text/markdown; charset=utf-8")
     name = f"conversation-{conversation.id}-{shape}-vision-{'on' if vision else 'off'}.md"
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     response["X-Content-Type-Options"] = "nosniff"
@@ -380,12 +416,13 @@ def markdown_download(
 
 def download_response(
     conversation: Conversation, *, vision: bool, shape: replay.Shape, stop: int | None = None
-) -> HttpResponse:
+) -> HttpResponseBase:
     """The projection as an attachment (of the messages before `stop`, when given)."""
-    response = HttpResponse(
-        selectors.replay_json(conversation, vision=vision, shape=shape, stop=stop),
-        content_type="application/json",
+    count = conversation.message_count
+    pieces = streams.replay_pieces(
+        conversation, vision=vision, shape=shape, stop=count if stop is None else min(stop, count)
     )
+    response = streams.StreamedResponse(pieces, content_type="application/json")
     name = f"replay-{conversation.id}-{shape}-vision-{'on' if vision else 'off'}.json"
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response

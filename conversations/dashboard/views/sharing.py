@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
@@ -88,7 +89,7 @@ def sharing_required(view: View) -> View:
     """Signed in with share_conversation (else login / 403); 404 with REPLAY_SHARING=0."""
 
     @functools.wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if not settings.REPLAY_SHARING:
             raise Http404("Sharing is off.")
         return view(request, *args, **kwargs)

@@ -11,6 +11,11 @@ from django.db import connection
 from conversations.record.models import Block, Message
 
 PLAIN_FIELDS = {"CharField", "TextField", "PositiveIntegerField", "BooleanField"}
+# Rows of one INSERT at most, whatever the batch (and even where the database sets no
+# parameter limit, as PostgreSQL): the driver parses each statement's text into one part
+# per parameter before it sends it, so a single statement for a 400,000-block message made
+# millions of live objects at once, and ingest grew faster than the blocks.
+ROWS_PER_STATEMENT = 1000
 
 
 def _bulk_insert(model: type[Message] | type[Block], objs: Sequence[Message | Block]) -> None:
@@ -51,14 +56,14 @@ def _insert_rows(
     table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], returning: str | None
 ) -> list[Any]:
     """Insert rows of prepared values in multi-row INSERTs of as many rows as the
-    database's parameter limit allows (a bounded number of statements); the `returning`
-    column of each, in order, when one is named."""
+    database's parameter limit allows, at most ROWS_PER_STATEMENT (statements of a bounded
+    size); the `returning` column of each, in order, when one is named."""
     quote = connection.ops.quote_name
     head = f"INSERT INTO {quote(table)} ({', '.join(quote(c) for c in columns)}) VALUES "
     tail = f" RETURNING {quote(returning)}" if returning else ""
     row_sql = "(" + ", ".join(["%s"] * len(columns)) + ")"
     limit = connection.features.max_query_params
-    per_statement = max(1, limit // len(columns)) if limit else len(rows)
+    per_statement = max(1, min(ROWS_PER_STATEMENT, limit // len(columns) if limit else len(rows)))
     answered: list[Any] = []
     with connection.cursor() as cursor:
         for start in range(0, len(rows), per_statement):
