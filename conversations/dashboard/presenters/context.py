@@ -92,6 +92,10 @@ class ContextRead:
     after_by: Mapping[int, int]
     earlier: int | None
     later: int | None
+    # Without a policy only a preview of each message is read: its stored block count, and
+    # the first block the read holds (`blocks_from`), so its fold counts what is stored.
+    block_counts: Mapping[int, int] = field(default_factory=dict)
+    blocks_from: int = 0
 
 
 def window_at(seqs: Sequence[int], start: int | None, changed: Sequence[int]) -> range:
@@ -130,7 +134,9 @@ def context_page(
 
     shown_messages = []
     for seq, message in zip(read.seqs, read.messages, strict=True):
-        blocks_shown, fold = _blocks(message, seq, changed_blocks.get(seq, []), 0, more_url)
+        blocks_shown, fold = _blocks(
+            message, seq, changed_blocks.get(seq, []), 0, more_url, read.block_counts.get(seq)
+        )
         wire = replay.project_message(message, vision=options.vision, shape=options.shape)
         shown_messages.append(
             PreviewMessage(
@@ -204,25 +210,33 @@ def _changed_by_message(compacted: Compacted) -> dict[int, list[int]]:
 
 
 def _blocks(
-    message: replay.StoredMessage, seq: int, changed: list[int], start: int, more_url: Any
+    message: replay.StoredMessage,
+    seq: int,
+    changed: list[int],
+    start: int,
+    more_url: Any,
+    total: int | None = None,
+    offset: int = 0,
 ) -> tuple[list[PreviewBlock], BlockFold | None]:
     """The blocks of a message from `start` the preview shows (at most MESSAGE_BLOCKS, and
-    MESSAGE_BYTES of their texts), and the fold of the ones after them (None if none)."""
+    MESSAGE_BYTES of their texts), and the fold of the ones after them (None if none).
+    `message` holds its blocks from block `offset`, of `total` stored (default: all)."""
+    total = len(message.blocks) + offset if total is None else total
     marked = set(changed)
     shown_blocks: list[PreviewBlock] = []
     spent = 0
     stop = start
-    for b in message.blocks[start : start + MESSAGE_BLOCKS]:
+    for b in message.blocks[start - offset : start - offset + MESSAGE_BLOCKS]:
         text = shown(replay.prose(b))
         spent += escaped_bytes(text) + BLOCK_MARKUP
         if spent > MESSAGE_BYTES and shown_blocks:
             break
         shown_blocks.append(PreviewBlock(stop, blocks.label(b), text, stop in marked))
         stop += 1
-    if stop == len(message.blocks):
+    if stop >= total:
         return shown_blocks, None
     later = len(changed) - bisect.bisect_left(changed, stop)
-    fold = BlockFold(seq, stop, len(message.blocks) - stop, later, more_url(seq, stop))
+    fold = BlockFold(seq, stop, total - stop, later, more_url(seq, stop))
     return shown_blocks, fold
 
 
@@ -246,7 +260,10 @@ def context_blocks(
     compacted = read.compacted
     seqs, messages = read.seqs, read.messages  # the window holding `seq`, as shown
     index = bisect.bisect_left(seqs, seq)
-    if index == len(seqs) or seqs[index] != seq or not 0 <= start < len(messages[index].blocks):
+    if index == len(seqs) or seqs[index] != seq:
+        return None
+    total = read.block_counts.get(seq, len(messages[index].blocks) + read.blocks_from)
+    if not 0 <= start < total or (start < read.blocks_from):
         return None
     mode = {} if effective or policy is None else {"payload": "full"}
 
@@ -256,5 +273,7 @@ def context_blocks(
         )
 
     changed = _changed_by_message(compacted).get(seq, [])
-    shown_blocks, fold = _blocks(messages[index], seq, changed, start, more_url)
+    shown_blocks, fold = _blocks(
+        messages[index], seq, changed, start, more_url, total, read.blocks_from
+    )
     return {"blocks": shown_blocks, "fold": fold, "effective": effective}

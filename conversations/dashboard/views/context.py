@@ -62,6 +62,7 @@ def _context_read(
     *,
     effective: bool,
     start: int | None,
+    blocks_from: int = 0,
 ) -> presenters.ContextRead:
     """The counts before and after `policy` and one window of the record shown (the
     compacted one when `effective`); OptionError on a bad `view`. Without a policy only
@@ -69,7 +70,7 @@ def _context_read(
     if policy is None:
         before = token_counts.pressure(conversation, options, query=view)
         window = presenters.window_at(range(conversation.message_count), start, ())
-        rows = selectors.preview_rows(conversation, window)
+        rows = selectors.preview_rows(conversation, window, blocks_from=blocks_from)
         counts = {s: c.count.tokens for s, c in token_counts.counted_shown(
             conversation, before, rows).items()}  # fmt: skip
         seqs = [r.seq for r in rows]
@@ -83,6 +84,7 @@ def _context_read(
             seqs, messages, before, before, compact.unchanged(messages, seqs, ""), counts, counts,
             window.start - presenters.PREVIEW_WINDOW if window.start > 0 else None,
             window.stop if window.stop < conversation.message_count else None,
+            {r.seq: r.block_count for r in rows}, blocks_from,
         )  # fmt: skip
     whole = selectors.message_rows(conversation)
     result = token_counts.preview(conversation, options, policy, query=view, rows=whole)
@@ -119,7 +121,7 @@ def _more_blocks(
     # The window that holds message `seq`, as the page showed it.
     read = _context_read(
         conversation, options, policy, view, effective=effective and policy is not None,
-        start=seq,
+        start=seq, blocks_from=start if policy is None else 0,
     )  # fmt: skip
     context = presenters.context_blocks(
         conversation, options, policy, read, view=view, effective=effective, seq=seq, start=start
