@@ -278,7 +278,9 @@ def test_the_search_reads_the_full_text_index(db: None) -> None:
             role="user",
             blocks=[BLOCK_ADAPTER.validate_python(text(f"word{n} and more words"))],
         )
-    sql, params = selectors.conversation_list(q="word1 mor").query.sql_with_params()
+    # The list reads the entries through the index, then the conversations by their ids.
+    entries = selectors.search_entries("word1 mor").values("conversation_id")
+    sql, params = entries.query.sql_with_params()
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)

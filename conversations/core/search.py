@@ -29,6 +29,11 @@ MAX_QUERY_CHARS = 200  # docs/contract.md §3: a longer `q` is refused
 # Only the start of each block is indexed: it bounds the work per block and keeps every
 # entry well under PostgreSQL's 1 MB tsvector limit (at most 100,000 words of 4 bytes).
 INDEXED_CHARS = 100_000
+# A tool result is indexed in its start and its end (issue 18): what ran and how it ended
+# (a command's echo, a file's head, a traceback, a test summary) is what operators look
+# for; the middle of a 20 KB listing was half the index and almost never searched.
+RESULT_HEAD_CHARS = 2_000
+RESULT_TAIL_CHARS = 1_000
 MAX_WORD_CHARS = 100  # longer words (hashes, base64) are cut to this, in text and query
 # A one-character word matches only itself: as a prefix it would match half the index.
 MIN_PREFIX_CHARS = 2
@@ -109,7 +114,8 @@ def index_words(text: str) -> str:
 
 def block_text(block: Block) -> str:
     """The searchable text of a block: its text, a tool's name with its input's keys and
-    values or its result's content; an image has none."""
+    values or its result's content (its first RESULT_HEAD_CHARS and last
+    RESULT_TAIL_CHARS characters); an image has none."""
     match block:
         case TextBlock(text=text) | ReasoningBlock(text=text):
             return text
@@ -117,6 +123,9 @@ def block_text(block: Block) -> str:
             # JSON escapes (\n, \u0007) would glue words together: they become spaces.
             return f"{name} {_JSON_ESCAPE.sub(' ', input_json[:INDEXED_CHARS])}"
         case ToolResultBlock(name=name, content=content):
+            if len(content) > RESULT_HEAD_CHARS + RESULT_TAIL_CHARS:
+                # A word cut at either edge is indexed as the part kept.
+                content = f"{content[:RESULT_HEAD_CHARS]} {content[-RESULT_TAIL_CHARS:]}"
             return f"{name} {content}"
         case ImageBlock():
             return ""

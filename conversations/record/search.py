@@ -6,17 +6,21 @@ word prefixes, and never scan stored text:
 - SQLite: an FTS5 table whose content is the entry table itself (nothing stored twice),
   kept in step by triggers on that table, so any insert or delete of an entry (the
   conversation's cascade, a test's flush) updates it in the same transaction.
-- PostgreSQL: the words as a stored, generated tsvector column (`lexemes`, which Django
-  does not know of; the database fills it on every insert) with a GIN index. Stored, not an
-  expression index, so that neither a recheck nor a plan without statistics re-splits
-  the words of every entry.
+- PostgreSQL: one GIN index over (conversation, the words as lexemes): an expression
+  index, so the lexemes are not stored a second time beside the words (issue 18: they
+  were a third of the database). Its lexeme keys answer a search over every conversation,
+  and with the conversation key one conversation's hits, without reading its other
+  entries. A plain word or prefix needs no recheck, so the words are read again only on
+  a lossy bitmap page. Needs btree_gin (a trusted extension, migration 0011).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from django.db import connection, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import BooleanField, F, Func
 from django.db.models.expressions import Col
@@ -26,7 +30,10 @@ from conversations.core.search import Query
 
 ENTRIES = "conversations_searchentry"
 FTS = "conversations_searchentry_fts"
-GIN = "conversations_searchentry_lexemes_gin"
+GIN = "conversations_searchentry_words_gin"
+# The lexemes of an entry's words, verbatim (no parser, no configuration): the index's
+# expression, which a condition must repeat exactly for the planner to use the index.
+LEXEMES = "array_to_tsvector(string_to_array({words}, ' '))"
 
 SQLITE_INSTALL = [
     # 'ascii' splits only on ASCII punctuation and space: the words stay as core made
@@ -54,16 +61,12 @@ SQLITE_UNINSTALL = [
     f"DROP TABLE IF EXISTS {FTS}",
 ]
 POSTGRES_INSTALL = [
-    # array_to_tsvector takes the words as lexemes, verbatim: no parser, no configuration.
-    f"""ALTER TABLE {ENTRIES} ADD COLUMN lexemes tsvector
-        GENERATED ALWAYS AS (array_to_tsvector(string_to_array(words, ' '))) STORED""",
+    "CREATE EXTENSION IF NOT EXISTS btree_gin",
     # No pending list: every query would read it all (up to 4 MB) before the index.
-    f"CREATE INDEX {GIN} ON {ENTRIES} USING gin (lexemes) WITH (fastupdate = off)",
+    f"""CREATE INDEX {GIN} ON {ENTRIES}
+        USING gin (conversation_id, ({LEXEMES.format(words="words")})) WITH (fastupdate = off)""",
 ]
-POSTGRES_UNINSTALL = [
-    f"DROP INDEX IF EXISTS {GIN}",
-    f"ALTER TABLE {ENTRIES} DROP COLUMN IF EXISTS lexemes",
-]
+POSTGRES_UNINSTALL = [f"DROP INDEX IF EXISTS {GIN}"]
 
 
 def _statements(connection: BaseDatabaseWrapper, *, install: bool) -> list[str]:
@@ -93,6 +96,33 @@ def _run(connection: BaseDatabaseWrapper, statements: Iterable[str]) -> None:
             cursor.execute(statement)
 
 
+# What `through_index` asks of PostgreSQL's planner: no plan that reads entries one by one
+# (each would split its words again: tens of microseconds an entry), and room for the
+# index's bitmap to stay exact (a lossy page has each of its entries split again).
+PLANNER = {"enable_seqscan": "off", "enable_indexscan": "off", "work_mem": "64MB"}
+
+
+@contextmanager
+def through_index() -> Iterator[None]:
+    """Inside, PostgreSQL answers a search's conditions from the GIN index (a bitmap of
+    the entries holding the words), never by reading entries in another order and
+    checking each. The planner's settings are restored on the way out; on SQLite, whose
+    FTS5 table is always asked, nothing changes."""
+    if connection.vendor != "postgresql":
+        yield
+        return
+    with transaction.atomic(), connection.cursor() as cursor:
+        names = list(PLANNER)
+        cursor.execute("SELECT " + ", ".join(f"current_setting('{name}')" for name in names))
+        before = cursor.fetchone()
+        for name in names:
+            cursor.execute("SELECT set_config(%s, %s, true)", [name, PLANNER[name]])
+        yield
+        # (On an error the rollback of the transaction or savepoint restores them.)
+        for name, value in zip(names, before, strict=True):
+            cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
+
+
 def fts5_query(query: Query) -> str:
     """An FTS5 MATCH expression: every word as a quoted string, so no query syntax
     (NEAR, `*`, `:`, `^`, quotes) ever reaches FTS5 from the user."""
@@ -113,15 +143,19 @@ def _quoted(word: str, quote: str) -> str:
 
 
 class Matches(Func):
-    """A condition on SearchEntry: its words hold every word of `query` (not empty)."""
+    """A condition on SearchEntry: its words hold every word of `query` (not empty).
+
+    `indexed=False` (PostgreSQL) checks each entry it is given instead of asking the
+    index: for a walk along another index that meets a match within a few entries."""
 
     output_field = BooleanField()
     conditional = True
 
-    def __init__(self, query: Query) -> None:
+    def __init__(self, query: Query, *, indexed: bool = True) -> None:
         if query.empty:
             raise ValueError("an empty query matches nothing; do not run it")
         self.query = query
+        self.indexed = indexed
         super().__init__(F("id"), F("words"))
 
     def as_sql(
@@ -150,5 +184,7 @@ class Matches(Func):
         words = self.source_expressions[1]
         if not isinstance(words, Col):
             raise TypeError(f"Matches needs the entry's own words, not {words!r}")
-        lexemes = f"{compiler.quote_name_unless_alias(words.alias)}.lexemes"
-        return f"{lexemes} @@ %s::tsquery", (tsquery(self.query),)
+        column = f"{compiler.quote_name_unless_alias(words.alias)}.words"
+        if not self.indexed:
+            column = f"({column} || '')"  # not the index's expression: checked per entry
+        return f"{LEXEMES.format(words=column)} @@ %s::tsquery", (tsquery(self.query),)

@@ -11,16 +11,19 @@ import uuid
 from collections import deque
 from collections.abc import Iterable, Iterator
 from datetime import datetime
+from functools import cached_property
 from typing import Any, NamedTuple
 
 import orjson
+from django.core.paginator import Paginator
 from django.db.models import (
     Count,
     Func,
     IntegerField,
-    Min,
+    OuterRef,
     Q,
     QuerySet,
+    Subquery,
     Sum,
     TextField,
     Value,
@@ -49,7 +52,7 @@ from conversations.record.rows import SearchHit as SearchHit
 from conversations.record.rows import block_value as block_value
 from conversations.record.rows import conversation_model as conversation_model
 from conversations.record.rows import stored_messages as stored_messages
-from conversations.record.search import Matches
+from conversations.record.search import Matches, through_index
 
 BLOCK_COLUMNS = (
     "message_id", "seq", "type", "text", "call_id", "name", "input_json", "is_error",
@@ -72,7 +75,15 @@ def conversation_list(
     blocks holds all its words (`core.search.parse_query`, which may raise QueryError),
     found through the full-text index. `has_errors`: only those holding an error result;
     `unanswered`: only those whose last message leaves a tool call unanswered (each read
-    from the conversation's row, through a partial index in this order)."""
+    from the conversation's row, through a partial index in this order).
+
+    A rare word costs no more than a common one (issue 18): the index gives the entries
+    holding the words, at most SEARCH_ENTRIES of them; when those are all there are, the
+    answer is their conversations, by id. Otherwise the words are common (in more than
+    SEARCH_ENTRIES blocks), and conversations are taken newest first, each checked
+    along its own entries for a first one holding the words, until the page is full:
+    a common word is met within a conversation's first entries. Count it with
+    `CappedPaginator`, which stops at SEARCH_COUNT_CAP."""
     conversations = Conversation.objects.order_by("-updated_at", "-created_at", "id")
     if has_errors:
         conversations = conversations.filter(error_count__gt=0)
@@ -83,7 +94,49 @@ def conversation_list(
         return conversations
     if query.empty:
         return conversations.none()  # only punctuation: no word to find
-    return conversations.filter(pk__in=search_entries(q).values("conversation_id"))
+    entries = SearchEntry.objects.filter(Matches(query))
+    with through_index():
+        found = list(
+            entries.order_by().values_list("conversation_id", flat=True)[: SEARCH_ENTRIES + 1]
+        )
+    if len(found) <= SEARCH_ENTRIES:
+        return conversations.filter(pk__in=sorted(set(found)))
+    # A first entry per conversation, asked per row (a subplan, never a join over every
+    # entry), along the conversation's (message, block) index.
+    first = (
+        SearchEntry.objects.filter(Matches(query, indexed=False), conversation_id=OuterRef("pk"))
+        .order_by("message_seq", "block_seq")
+        .values("id")[:1]
+    )
+    return conversations.alias(first_entry=Subquery(first)).filter(first_entry__isnull=False)
+
+
+SEARCH_ENTRIES = 50_000  # entries a search reads from the index before walking instead
+SEARCH_COUNT_CAP = 1000  # conversations a search counts at most ("1,000+")
+
+
+class CappedPaginator(Paginator):  # type: ignore[type-arg]
+    """A paginator whose count stops at `cap` (`capped` then), so that counting a common
+    word's conversations never reads them all; the pages end at the cap."""
+
+    def __init__(self, object_list: Any, per_page: int, *, cap: int = SEARCH_COUNT_CAP) -> None:
+        super().__init__(object_list, per_page)
+        self.cap = cap
+
+    @cached_property
+    def count(self) -> int:
+        found = self.object_list
+        if isinstance(found, QuerySet):
+            return int(found.order_by()[: self.cap + 1].count())
+        return len(found)
+
+    @property
+    def capped(self) -> bool:
+        return self.count > self.cap
+
+    @cached_property
+    def num_pages(self) -> int:
+        return max(1, -(-min(self.count, self.cap) // self.per_page))
 
 
 def search_entries(q: str) -> QuerySet[SearchEntry]:
@@ -120,7 +173,11 @@ def messages_matching(q: str, *, limit: int = MESSAGE_SEARCH_BLOCKS) -> MessageS
         pass
     if parse_query(q).empty:
         return MessageSearch(Q(pk__in=[]), False)
-    entries = search_entries(q)
+    with through_index():
+        return _messages_matching(search_entries(q), limit)
+
+
+def _messages_matching(entries: QuerySet[SearchEntry], limit: int) -> MessageSearch:
     titles = list(
         entries.filter(message_seq__isnull=True)
         .order_by()
@@ -149,28 +206,47 @@ def messages_matching(q: str, *, limit: int = MESSAGE_SEARCH_BLOCKS) -> MessageS
 
 def search_hits(conversations: Iterable[Conversation], q: str) -> dict[uuid.UUID, SearchHit]:
     """For each of these conversations (a page of `conversation_list(q=q)`) whose blocks
-    matched, its first matching block: three queries, each block read to its indexed start."""
+    matched, its first matching block, each read to its indexed start.
+
+    Bounded for rare and common words alike: the index gives the page's entries holding
+    the words (at most SEARCH_ENTRIES, one query); when those are all, each conversation's
+    first is among them. Otherwise (common words) each conversation's entries are walked
+    in order, no further than the first of them known: a match every few entries."""
     query = parse_query(q)
     ids = [c.pk for c in conversations]
     if query.empty or not ids:
         return {}
-    first = (
-        SearchEntry.objects.filter(Matches(query), conversation_id__in=ids)
-        .exclude(message_seq=None)
-        .values("conversation_id")
-        .annotate(first=Min("id"))
-        .values("first")
-    )
-    places = {
-        (conversation_id, message_seq, block_seq)
-        for conversation_id, message_seq, block_seq in SearchEntry.objects.filter(
-            pk__in=first
-        ).values_list("conversation_id", "message_seq", "block_seq")
-    }
-    if not places:
+    entries = SearchEntry.objects.filter(conversation_id__in=ids, message_seq__isnull=False)
+    with through_index():
+        found = list(
+            entries.filter(Matches(query))
+            .order_by()
+            .values_list("conversation_id", "message_seq", "block_seq")[: SEARCH_ENTRIES + 1]
+        )
+    first: dict[uuid.UUID, tuple[int, int]] = {}
+    for conversation_id, message_seq, block_seq in found:
+        place = (int(message_seq or 0), int(block_seq or 0))
+        first[conversation_id] = min(first.get(conversation_id, place), place)
+    if len(found) > SEARCH_ENTRIES:
+        for conversation_id in ids:
+            walk = SearchEntry.objects.filter(
+                Matches(query, indexed=False),
+                conversation_id=conversation_id,
+                message_seq__isnull=False,
+            )
+            if conversation_id in first:
+                walk = walk.filter(message_seq__lte=first[conversation_id][0])
+            walked = (
+                walk.order_by("message_seq", "block_seq")
+                .values_list("message_seq", "block_seq")
+                .first()
+            )
+            if walked is not None:
+                first[conversation_id] = (int(walked[0] or 0), int(walked[1] or 0))
+    if not first:
         return {}
     where = Q()
-    for conversation_id, message_seq, block_seq in places:
+    for conversation_id, (message_seq, block_seq) in first.items():
         where |= Q(
             message__conversation_id=conversation_id, message__seq=message_seq, seq=block_seq
         )

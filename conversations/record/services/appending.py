@@ -26,6 +26,7 @@ from conversations.record.schemas import (
 )
 from conversations.record.services.conversations import _lock
 from conversations.record.services.errors import IngestError
+from conversations.record.services.finder_marks import _mark_problems
 from conversations.record.services.inserts import _bulk_insert
 from conversations.record.services.search_entries import _insert_search_entries, _search_entries
 
@@ -110,6 +111,7 @@ def _append(
                 for entry in _search_entries(message, message_rows)
             ],
         )
+        _mark_problems(locked, list(zip(stored, rows, strict=True)))
         added_blocks = sum(len(blocks) for _, blocks, _ in messages)
         # The list row's state: errors add up; the last message's open calls replace the
         # previous last message's; the latest model named is kept.
@@ -160,6 +162,7 @@ def block_append(*, message: Message, block: BlockIn) -> Block:
                 changes["unanswered_calls"] = F("unanswered_calls") + change
         row.save(force_insert=True)
         _insert_search_entries(locked, _search_entries(current, [row]))
+        _mark_problems(locked, [(current, [row])])
         Message.objects.filter(pk=current.pk).update(block_count=F("block_count") + 1)
         _touch(locked, **changes)
         message.block_count = current.block_count + 1
