@@ -438,7 +438,7 @@ def test_call_ids_are_looked_up_through_their_index_not_the_conversation() -> No
     found += plans(lambda: finder_reads.answered(conversation, ["call-100", "call-2"]))
     assert len(found) == 3
     for sql, plan in found:
-        assert "USING INDEX conversations_block_call_id" in plan, plan
+        assert "USING INDEX block_call_id" in plan, plan
         assert "conversation_id=?" not in plan, plan  # the conversation is checked per block
         assert '"conversations_conversation"' not in sql
 
@@ -446,11 +446,15 @@ def test_call_ids_are_looked_up_through_their_index_not_the_conversation() -> No
 @pytest.mark.sqlite(only=True)  # SQLite's planner
 def test_a_step_walks_a_range_of_messages_by_their_index() -> None:
     conversation = stored(rounds(20))
-    ((sql, plan), _) = plans(
-        lambda: finder_reads.find_step(conversation, "problem", after=Cursor(3))
-    )
+    ((sql, plan),) = plans(lambda: finder_reads.find_step(conversation, "tool", after=Cursor(3)))
     assert "(conversation_id=? AND seq>? AND seq<?)" in plan, plan
     assert "message_id=?" in plan and '"conversations_conversation"' not in sql
+    # Problems: whether the conversation is scoped, then the marks' own index.
+    (_, (sql, plan)) = plans(
+        lambda: finder_reads.find_step(conversation, "problem", after=Cursor(3))
+    )
+    assert "conversations_findermark USING INDEX" in plan, plan
+    assert "(conversation_id=? AND message_seq>?" in plan, plan
 
 
 # -- compactions: n / N step to them too (docs/contract.md §7) ------------------------------

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import orjson
 from django.core.paginator import Paginator
+from django.db import connection
 from django.db.models import (
     Count,
     Func,
@@ -94,24 +95,54 @@ def conversation_list(
         return conversations
     if query.empty:
         return conversations.none()  # only punctuation: no word to find
-    entries = SearchEntry.objects.filter(Matches(query))
     with through_index():
-        found = list(
-            entries.order_by().values_list("conversation_id", flat=True)[: SEARCH_ENTRIES + 1]
-        )
-    if len(found) <= SEARCH_ENTRIES:
-        return conversations.filter(pk__in=sorted(set(found)))
+        first, total = first_places(SearchEntry.objects.filter(Matches(query)), SEARCH_ENTRIES)
+    if total <= SEARCH_ENTRIES:
+        return conversations.filter(pk__in=sorted(first))
     # A first entry per conversation, asked per row (a subplan, never a join over every
     # entry), along the conversation's (message, block) index.
-    first = (
+    one = (
         SearchEntry.objects.filter(Matches(query, indexed=False), conversation_id=OuterRef("pk"))
         .order_by("message_seq", "block_seq")
         .values("id")[:1]
     )
-    return conversations.alias(first_entry=Subquery(first)).filter(first_entry__isnull=False)
+    return conversations.alias(first_entry=Subquery(one)).filter(first_entry__isnull=False)
 
 
 SEARCH_ENTRIES = 50_000  # entries a search reads from the index before walking instead
+
+
+def first_places(
+    entries: QuerySet[SearchEntry], limit: int
+) -> tuple[dict[uuid.UUID, tuple[int, int]], int]:
+    """Of the first `limit` + 1 of these entries (in no order: as the index gives them),
+    each conversation's first (message seq, block seq), and how many entries that was
+    (more than `limit`: there are more). Grouped in the database: one row a conversation."""
+    inner, params = (
+        entries.order_by()
+        .values_list("conversation_id", "message_seq", "block_seq")[: limit + 1]
+        .query.sql_with_params()
+    )
+    sql = f"""SELECT conversation_id, message_seq, block_seq, total FROM (
+        SELECT s.*, ROW_NUMBER() OVER (
+            PARTITION BY conversation_id ORDER BY message_seq, block_seq) AS place,
+            COUNT(*) OVER () AS total
+        FROM ({inner}) s) t WHERE place = 1"""
+    first: dict[uuid.UUID, tuple[int, int]] = {}
+    total = 0
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for conversation_id, message_seq, block_seq, count in cursor.fetchall():
+            total = count
+            key = (
+                conversation_id
+                if isinstance(conversation_id, uuid.UUID)
+                else uuid.UUID(conversation_id)
+            )
+            first[key] = (int(message_seq or 0), int(block_seq or 0))
+    return first, int(total)
+
+
 SEARCH_COUNT_CAP = 1000  # conversations a search counts at most ("1,000+")
 
 
@@ -218,16 +249,8 @@ def search_hits(conversations: Iterable[Conversation], q: str) -> dict[uuid.UUID
         return {}
     entries = SearchEntry.objects.filter(conversation_id__in=ids, message_seq__isnull=False)
     with through_index():
-        found = list(
-            entries.filter(Matches(query))
-            .order_by()
-            .values_list("conversation_id", "message_seq", "block_seq")[: SEARCH_ENTRIES + 1]
-        )
-    first: dict[uuid.UUID, tuple[int, int]] = {}
-    for conversation_id, message_seq, block_seq in found:
-        place = (int(message_seq or 0), int(block_seq or 0))
-        first[conversation_id] = min(first.get(conversation_id, place), place)
-    if len(found) > SEARCH_ENTRIES:
+        first, total = first_places(entries.filter(Matches(query)), SEARCH_ENTRIES)
+    if total > SEARCH_ENTRIES:
         for conversation_id in ids:
             walk = SearchEntry.objects.filter(
                 Matches(query, indexed=False),
