@@ -272,6 +272,23 @@ def test_search_counts_are_capped(operator_client: Client, monkeypatch: pytest.M
     assert [h["seq"] for h in body["hits"]] == [35, 36, 37, 38, 39]
 
 
+@pytest.mark.sqlite
+def test_a_word_common_in_the_conversation_is_walked_with_the_same_pages(
+    operator_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    messages = [("user", [text(f"same word {seq}"), text("other")]) for seq in range(60)]
+    messages[7] = ("user", [text("other"), text("same again")])
+    conversation = stored(messages)
+    asks = [{}, {"after": "7"}, {"after": "7.0"}, {"before": "40"}, {"before": "7.1"}]
+    held = [find(operator_client, conversation, kind="text", q="same", **a) for a in asks]
+    monkeypatch.setattr(finder_reads, "HITS_HELD", 5)  # more hits than that: walked
+    walked = [find(operator_client, conversation, kind="text", q="same", **a) for a in asks]
+    assert walked == held
+    assert [h["seq"] for h in held[1]["hits"]][:2] == [8, 9]
+    assert (held[2]["hits"][0]["seq"], held[2]["hits"][0]["block"]) == (7, 1)
+    assert held[3]["offset"] == 15 and held[3]["hits"][-1]["seq"] == 39
+
+
 def test_hostile_snippets_are_text_in_json_never_markup(operator_client: Client) -> None:
     hostile = '<script>alert(1)</script><img src=x onerror=alert(2)> hx-get="/admin/" & co'
     conversation = stored([("user", [text(hostile)])])

@@ -147,27 +147,28 @@ SEARCH_COUNT_CAP = 1000  # conversations a search counts at most ("1,000+")
 
 
 class CappedPaginator(Paginator):  # type: ignore[type-arg]
-    """A paginator whose count stops at `cap` (`capped` then), so that counting a common
-    word's conversations never reads them all; the pages end at the cap."""
+    """A paginator whose count stops at `cap` (SEARCH_COUNT_CAP; `capped` when there are
+    more), so that counting a common word's conversations never reads them all; the
+    pages end there ("1,000+": narrow the search to go further)."""
 
-    def __init__(self, object_list: Any, per_page: int, *, cap: int = SEARCH_COUNT_CAP) -> None:
+    def __init__(self, object_list: Any, per_page: int, *, cap: int | None = None) -> None:
         super().__init__(object_list, per_page)
-        self.cap = cap
+        self.cap = SEARCH_COUNT_CAP if cap is None else cap
 
     @cached_property
-    def count(self) -> int:
+    def _counted(self) -> int:
         found = self.object_list
         if isinstance(found, QuerySet):
             return int(found.order_by()[: self.cap + 1].count())
         return len(found)
 
+    @cached_property
+    def count(self) -> int:
+        return min(self._counted, self.cap)
+
     @property
     def capped(self) -> bool:
-        return self.count > self.cap
-
-    @cached_property
-    def num_pages(self) -> int:
-        return max(1, -(-min(self.count, self.cap) // self.per_page))
+        return self._counted > self.cap
 
 
 def search_entries(q: str) -> QuerySet[SearchEntry]:
