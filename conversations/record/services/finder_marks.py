@@ -11,7 +11,7 @@ from conversations.core.blocks import kind_named, tool_side
 from conversations.record.models import Block, Conversation, FinderMark, Message
 from conversations.record.services.inserts import _insert_rows
 
-ID_CHUNK = 1000  # call ids per lookup
+ID_CHUNK = 5000  # call ids per statement (a 2,000-message batch is one of each)
 
 
 def _mark_problems(
