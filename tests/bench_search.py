@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                 drop_database(url)
 
 
-def postgres_database() -> str | None:
+def postgres_database(prefix: str = "replay_bench_search") -> str | None:
     """A new, empty PostgreSQL database's URL, or None when no server answers."""
     from tests.services import postgres_url
 
@@ -209,7 +209,7 @@ def postgres_database() -> str | None:
     if url is None:
         return None
     parsed = urlparse(url)
-    name = f"replay_bench_search_{os.getpid()}"
+    name = f"{prefix}_{os.getpid()}"
     _psql(parsed._replace(path="/postgres").geturl(), f"CREATE DATABASE {name}")
     return parsed._replace(path=f"/{name}").geturl()
 

@@ -319,6 +319,14 @@ def _message(
         return "system", [("text", _copy_text(text), "", "", "", False, words)], "{}"
     phase = seq % 4
     call = f"toolu_{seq:07d}"
+    if big and seq == size - 1:  # the largest conversation ends on a call never answered
+        name, input_json, words = rng.choice(pool.inputs)
+        planted.big_unanswered.append(seq)
+        return (
+            "assistant",
+            [("tool_use", "", call, name, _copy_text(input_json), False, words)],
+            USAGE,
+        )
     if phase == 1:
         text, words = rng.choice(pool.prose)
         if rng.random() < 0.01:
@@ -340,11 +348,6 @@ def _message(
         if seq + 1 < size:
             name, input_json, words = rng.choice(pool.inputs)
             blocks.append(("tool_use", "", call, name, _copy_text(input_json), False, words))
-        elif big:
-            # The last message of the big conversation leaves its call unanswered.
-            name, input_json, words = rng.choice(pool.inputs)
-            blocks.append(("tool_use", "", call, name, _copy_text(input_json), False, words))
-            planted.big_unanswered.append(seq)
         meta = (
             '{"model": "claude-sonnet-4-5", "usage": {"input_tokens": 1200, "output_tokens": 80}}'
         )

@@ -77,6 +77,7 @@ def test_next_problem_is_the_one_failing_tool_call_far_outside_the_window(
     assert body["found"]["seq"] == 151 and body["resume"] is None
 
 
+@pytest.mark.sqlite
 def test_problems_and_errors_are_one_lookup_from_anywhere(
     django_assert_num_queries: Any,
 ) -> None:
@@ -94,6 +95,7 @@ def test_problems_and_errors_are_one_lookup_from_anywhere(
     assert step.found is not None and step.found.seq == 2851
 
 
+@pytest.mark.sqlite
 def test_a_result_arriving_later_answers_the_call(operator_client: Client) -> None:
     conversation = stored(rounds(6, unanswered_at=2))
     assert find(operator_client, conversation, kind="problem")["found"]["seq"] == 2
@@ -122,6 +124,7 @@ def test_a_result_arriving_later_answers_the_call(operator_client: Client) -> No
     assert find(operator_client, conversation, kind="problem")["found"] is None
 
 
+@pytest.mark.sqlite
 def test_under_a_scope_a_call_answered_past_it_is_a_problem() -> None:
     conversation = stored(rounds(10))
     scoped = Conversation.objects.get(pk=conversation.pk)

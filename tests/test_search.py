@@ -484,9 +484,9 @@ def test_a_search_reads_a_bounded_number_of_entries_whatever_is_stored(
     with django_assert_max_num_queries(1):
         page = list(found[:5])
     assert len(page) == 5
-    # The index (with its planner settings, in a savepoint), a walk per conversation, the
-    # blocks: a number bounded by the page, not by what is stored.
-    with django_assert_max_num_queries(6 + 5):
+    # The index and then the walks (each with its planner settings, in a savepoint), a
+    # walk per conversation, the blocks: a number bounded by the page, not by what is stored.
+    with django_assert_max_num_queries(5 + 5 + 5):
         hits = selectors.search_hits(page, "shared")
     assert {hit.message_seq for hit in hits.values()} == {0}
 

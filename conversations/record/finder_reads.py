@@ -26,7 +26,7 @@ from conversations.core.finder import Cursor, FindKind
 from conversations.core.search import SNIPPET_SCAN_CHARS, parse_query, snippet
 from conversations.record.models import Block, Conversation, FinderMark, Message, SearchEntry
 from conversations.record.rows import Pairs as Pairs
-from conversations.record.search import Matches, through_index
+from conversations.record.search import Matches, along_entries, through_index
 from conversations.record.selectors import PreviewRow, searchable_text
 
 SCAN_MESSAGES = 1000  # messages one step of the finder reads
@@ -374,10 +374,11 @@ def search_page(
     else:
         wanted = walk.filter(_after(after)) if after is not None else walk
         wanted = wanted.order_by("message_seq", "block_seq")
-    places = [
-        (int(seq or 0), int(block or 0))
-        for seq, block in wanted.values_list("message_seq", "block_seq")[: HITS_PAGE + 1]
-    ]
+    with along_entries():
+        places = [
+            (int(seq or 0), int(block or 0))
+            for seq, block in wanted.values_list("message_seq", "block_seq")[: HITS_PAGE + 1]
+        ]
     more = len(places) > HITS_PAGE
     places = places[:HITS_PAGE]
     if before is not None:

@@ -100,8 +100,18 @@ def _run(connection: BaseDatabaseWrapper, statements: Iterable[str]) -> None:
 
 # What `through_index` asks of PostgreSQL's planner: no plan that reads entries one by one
 # (each would split its words again: tens of microseconds an entry), and room for the
-# index's bitmap to stay exact (a lossy page has each of its entries split again).
-PLANNER = {"enable_seqscan": "off", "enable_indexscan": "off", "work_mem": "64MB"}
+# index's bitmap to stay exact (a lossy page has each of its entries split again). No JIT:
+# compiling costs more than these short queries.
+THROUGH_INDEX = {
+    "enable_seqscan": "off",
+    "enable_indexscan": "off",
+    "work_mem": "64MB",
+    "jit": "off",
+}
+# What `along_entries` asks: a walk in (message, block) order along the entries' btree,
+# stopping at the first match, never a bitmap of a whole conversation's entries (the GIN
+# index's conversation key would offer one).
+ALONG_ENTRIES = {"enable_bitmapscan": "off", "jit": "off"}
 
 
 @contextmanager
@@ -110,15 +120,29 @@ def through_index() -> Iterator[None]:
     the entries holding the words), never by reading entries in another order and
     checking each. The planner's settings are restored on the way out; on SQLite, whose
     FTS5 table is always asked, nothing changes."""
+    with _planner(THROUGH_INDEX):
+        yield
+
+
+@contextmanager
+def along_entries() -> Iterator[None]:
+    """Inside, PostgreSQL walks entries in order along the btree (`Matches(indexed=False)`
+    checks each): for words common enough to be met within a few entries."""
+    with _planner(ALONG_ENTRIES):
+        yield
+
+
+@contextmanager
+def _planner(settings: dict[str, str]) -> Iterator[None]:
     if connection.vendor != "postgresql":
         yield
         return
     with transaction.atomic(), connection.cursor() as cursor:
-        names = list(PLANNER)
+        names = list(settings)
         # Read before set: a select list is evaluated from left to right.
         reads = ", ".join(f"current_setting('{name}')" for name in names)
         sets = ", ".join("set_config(%s, %s, true)" for _ in names)
-        cursor.execute(f"SELECT {reads}, {sets}", [v for n in names for v in (n, PLANNER[n])])
+        cursor.execute(f"SELECT {reads}, {sets}", [v for n in names for v in (n, settings[n])])
         before = cursor.fetchone()[: len(names)]
         yield
         # (On an error the rollback of the transaction or savepoint restores them.)
@@ -188,6 +212,16 @@ class Matches(Func):
         if not isinstance(words, Col):
             raise TypeError(f"Matches needs the entry's own words, not {words!r}")
         column = f"{compiler.quote_name_unless_alias(words.alias)}.words"
-        if not self.indexed:
-            column = f"({column} || '')"  # not the index's expression: checked per entry
-        return f"{LEXEMES.format(words=column)} @@ %s::tsquery", (tsquery(self.query),)
+        if self.indexed:
+            return f"{LEXEMES.format(words=column)} @@ %s::tsquery", (tsquery(self.query),)
+        # Checked entry by entry, as text: the words are single-spaced, so a word is
+        # " w " in " words " and a prefix " p" in " words" (twenty times cheaper than
+        # making the entry's lexemes again, and never the index's expression).
+        terms = [(f"(' ' || {column} || ' ')", f"% {_like(w)} %") for w in self.query.words]
+        terms += [(f"(' ' || {column})", f"% {_like(p)}%") for p in self.query.prefixes]
+        sql = " AND ".join(f"{text} LIKE %s ESCAPE '\\'" for text, _ in terms)
+        return f"({sql})", tuple(pattern for _, pattern in terms)
+
+
+def _like(word: str) -> str:
+    return word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

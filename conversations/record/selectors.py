@@ -15,7 +15,7 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 import orjson
-from django.core.paginator import Paginator
+from django.core.paginator import Page, Paginator
 from django.db import connection
 from django.db.models import (
     Count,
@@ -32,7 +32,7 @@ from django.db.models import (
 from django.db.models.functions import Substr
 
 from conversations.core import live_sources, markdown, replay
-from conversations.core.search import INDEXED_CHARS, block_text, parse_query, snippet
+from conversations.core.search import INDEXED_CHARS, Query, block_text, parse_query, snippet
 from conversations.record.models import (
     Block,
     Conversation,
@@ -53,7 +53,7 @@ from conversations.record.rows import SearchHit as SearchHit
 from conversations.record.rows import block_value as block_value
 from conversations.record.rows import conversation_model as conversation_model
 from conversations.record.rows import stored_messages as stored_messages
-from conversations.record.search import Matches, through_index
+from conversations.record.search import Matches, along_entries, through_index
 
 BLOCK_COLUMNS = (
     "message_id", "seq", "type", "text", "call_id", "name", "input_json", "is_error",
@@ -96,9 +96,9 @@ def conversation_list(
     if query.empty:
         return conversations.none()  # only punctuation: no word to find
     with through_index():
-        first, total = first_places(SearchEntry.objects.filter(Matches(query)), SEARCH_ENTRIES)
+        found, total = _conversations_of(SearchEntry.objects.filter(Matches(query)))
     if total <= SEARCH_ENTRIES:
-        return conversations.filter(pk__in=sorted(first))
+        return conversations.filter(pk__in=sorted(found))
     # A first entry per conversation, asked per row (a subplan, never a join over every
     # entry), along the conversation's (message, block) index.
     one = (
@@ -110,6 +110,23 @@ def conversation_list(
 
 
 SEARCH_ENTRIES = 50_000  # entries a search reads from the index before walking instead
+
+
+def _conversations_of(entries: QuerySet[SearchEntry]) -> tuple[set[uuid.UUID], int]:
+    """The conversations of the first SEARCH_ENTRIES + 1 of these entries (as the index
+    gives them), and how many entries that was: grouped in the database."""
+    inner, params = (
+        entries.order_by().values_list("conversation_id")[: SEARCH_ENTRIES + 1].query
+    ).sql_with_params()
+    sql = f"SELECT conversation_id, COUNT(*) FROM ({inner}) s GROUP BY conversation_id"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return {_uuid(pk) for pk, _ in rows}, sum(int(n) for _, n in rows)
+
+
+def _uuid(value: Any) -> uuid.UUID:
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(value)
 
 
 def first_places(
@@ -159,8 +176,17 @@ class CappedPaginator(Paginator):  # type: ignore[type-arg]
     def _counted(self) -> int:
         found = self.object_list
         if isinstance(found, QuerySet):
-            return int(found.order_by()[: self.cap + 1].count())
+            with along_entries():  # a common word's walk (conversation_list)
+                return int(found.order_by()[: self.cap + 1].count())
         return len(found)
+
+    def page(self, number: Any) -> Any:
+        """The page, read at once (inside `along_entries`, as its count was)."""
+        number = self.validate_number(number)
+        bottom = (number - 1) * self.per_page
+        with along_entries():
+            rows = list(self.object_list[bottom : bottom + self.per_page])
+        return Page(rows, number, self)
 
     @cached_property
     def count(self) -> int:
@@ -205,16 +231,19 @@ def messages_matching(q: str, *, limit: int = MESSAGE_SEARCH_BLOCKS) -> MessageS
         pass
     if parse_query(q).empty:
         return MessageSearch(Q(pk__in=[]), False)
+    query = parse_query(q)
     with through_index():
-        return _messages_matching(search_entries(q), limit)
+        return _messages_matching(search_entries(q), query, limit)
 
 
-def _messages_matching(entries: QuerySet[SearchEntry], limit: int) -> MessageSearch:
-    titles = list(
-        entries.filter(message_seq__isnull=True)
-        .order_by()
-        .values_list("conversation_id", flat=True)[: MESSAGE_SEARCH_TITLES + 1]
-    )
+def _messages_matching(entries: QuerySet[SearchEntry], query: Query, limit: int) -> MessageSearch:
+    # Titles are one entry a conversation: checked one by one along their own index.
+    with along_entries():
+        titles = list(
+            SearchEntry.objects.filter(Matches(query, indexed=False), message_seq__isnull=True)
+            .order_by()
+            .values_list("conversation_id", flat=True)[: MESSAGE_SEARCH_TITLES + 1]
+        )
     places = list(
         entries.filter(message_seq__isnull=False)
         .order_by()
@@ -252,21 +281,8 @@ def search_hits(conversations: Iterable[Conversation], q: str) -> dict[uuid.UUID
     with through_index():
         first, total = first_places(entries.filter(Matches(query)), SEARCH_ENTRIES)
     if total > SEARCH_ENTRIES:
-        for conversation_id in ids:
-            walk = SearchEntry.objects.filter(
-                Matches(query, indexed=False),
-                conversation_id=conversation_id,
-                message_seq__isnull=False,
-            )
-            if conversation_id in first:
-                walk = walk.filter(message_seq__lte=first[conversation_id][0])
-            walked = (
-                walk.order_by("message_seq", "block_seq")
-                .values_list("message_seq", "block_seq")
-                .first()
-            )
-            if walked is not None:
-                first[conversation_id] = (int(walked[0] or 0), int(walked[1] or 0))
+        with along_entries():
+            _walk_first_places(query, ids, first)
     if not first:
         return {}
     where = Q()
@@ -288,6 +304,28 @@ def search_hits(conversations: Iterable[Conversation], q: str) -> dict[uuid.UUID
         text = searchable_text(kind, head, name, input_head)
         hits[conversation_id] = SearchHit(message_seq, seq, snippet(text, query))
     return hits
+
+
+def _walk_first_places(
+    query: Query, ids: list[uuid.UUID], first: dict[uuid.UUID, tuple[int, int]]
+) -> None:
+    """Each conversation's first matching place, walking its entries in order no further
+    than the first already known (for words common in them: met within a few)."""
+    for conversation_id in ids:
+        walk = SearchEntry.objects.filter(
+            Matches(query, indexed=False),
+            conversation_id=conversation_id,
+            message_seq__isnull=False,
+        )
+        if conversation_id in first:
+            walk = walk.filter(message_seq__lte=first[conversation_id][0])
+        walked = (
+            walk.order_by("message_seq", "block_seq")
+            .values_list("message_seq", "block_seq")
+            .first()
+        )
+        if walked is not None:
+            first[conversation_id] = (int(walked[0] or 0), int(walked[1] or 0))
 
 
 def searchable_text(kind: str, head: str, name: str, input_head: str) -> str:
