@@ -426,6 +426,7 @@ def test_a_tool_result_is_indexed_in_its_start_and_its_end(api: ApiClient) -> No
 def common_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     """Words in more than 3 entries take the walking path (as a common word does at scale)."""
     monkeypatch.setattr(selectors, "SEARCH_ENTRIES", 3)
+    monkeypatch.setattr(selectors, "HIT_ENTRIES", 3)
 
 
 def test_a_common_word_is_found_by_walking_with_the_same_answer(
@@ -436,6 +437,7 @@ def test_a_common_word_is_found_by_walking_with_the_same_answer(
     api.post(f"{LIST}/{ids[2]}/messages", {"role": "user", "blocks": [text("shared again")]})
     exact = api.get(LIST, q="shared alp").json()
     monkeypatch.setattr(selectors, "SEARCH_ENTRIES", 3)
+    monkeypatch.setattr(selectors, "HIT_ENTRIES", 3)
     walked = api.get(LIST, q="shared alp").json()
     assert [r["id"] for r in walked["results"]] == [r["id"] for r in exact["results"]]
     assert {r["id"] for r in walked["results"]} == set(ids) and quiet not in str(walked)
@@ -473,6 +475,7 @@ def test_a_search_reads_a_bounded_number_of_entries_whatever_is_stored(
     db: None, django_assert_max_num_queries: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(selectors, "SEARCH_ENTRIES", 3)
+    monkeypatch.setattr(selectors, "HIT_ENTRIES", 3)
     for n in range(8):
         services.message_append(
             conversation=services.conversation_create(title=f"run {n}"),

@@ -161,6 +161,7 @@ def first_places(
 
 
 SEARCH_COUNT_CAP = 1000  # conversations a search counts at most ("1,000+")
+HIT_ENTRIES = 5000  # entries of a page's conversations read for their first matches
 
 
 class CappedPaginator(Paginator):  # type: ignore[type-arg]
@@ -273,14 +274,15 @@ def search_hits(conversations: Iterable[Conversation], q: str) -> dict[uuid.UUID
     the words (at most SEARCH_ENTRIES, one query); when those are all, each conversation's
     first is among them. Otherwise (common words) each conversation's entries are walked
     in order, no further than the first of them known: a match every few entries."""
+    # (HIT_ENTRIES: a page's conversations hold far fewer entries than the whole store.)
     query = parse_query(q)
     ids = [c.pk for c in conversations]
     if query.empty or not ids:
         return {}
     entries = SearchEntry.objects.filter(conversation_id__in=ids, message_seq__isnull=False)
     with through_index():
-        first, total = first_places(entries.filter(Matches(query)), SEARCH_ENTRIES)
-    if total > SEARCH_ENTRIES:
+        first, total = first_places(entries.filter(Matches(query)), HIT_ENTRIES)
+    if total > HIT_ENTRIES:
         with along_entries():
             _walk_first_places(query, ids, first)
     if not first:
