@@ -129,7 +129,7 @@ def _uuid(value: Any) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else uuid.UUID(value)
 
 
-def first_places(
+def _first_places(
     entries: QuerySet[SearchEntry], limit: int
 ) -> tuple[dict[uuid.UUID, tuple[int, int]], int]:
     """Of the first `limit` + 1 of these entries (in no order: as the index gives them),
@@ -151,12 +151,7 @@ def first_places(
         cursor.execute(sql, params)
         for conversation_id, message_seq, block_seq, count in cursor.fetchall():
             total = count
-            key = (
-                conversation_id
-                if isinstance(conversation_id, uuid.UUID)
-                else uuid.UUID(conversation_id)
-            )
-            first[key] = (int(message_seq or 0), int(block_seq or 0))
+            first[_uuid(conversation_id)] = (int(message_seq or 0), int(block_seq or 0))
     return first, int(total)
 
 
@@ -271,17 +266,16 @@ def search_hits(conversations: Iterable[Conversation], q: str) -> dict[uuid.UUID
     matched, its first matching block, each read to its indexed start.
 
     Bounded for rare and common words alike: the index gives the page's entries holding
-    the words (at most SEARCH_ENTRIES, one query); when those are all, each conversation's
+    the words (at most HIT_ENTRIES, one query); when those are all, each conversation's
     first is among them. Otherwise (common words) each conversation's entries are walked
     in order, no further than the first of them known: a match every few entries."""
-    # (HIT_ENTRIES: a page's conversations hold far fewer entries than the whole store.)
     query = parse_query(q)
     ids = [c.pk for c in conversations]
     if query.empty or not ids:
         return {}
     entries = SearchEntry.objects.filter(conversation_id__in=ids, message_seq__isnull=False)
     with through_index():
-        first, total = first_places(entries.filter(Matches(query)), HIT_ENTRIES)
+        first, total = _first_places(entries.filter(Matches(query)), HIT_ENTRIES)
     if total > HIT_ENTRIES:
         with along_entries():
             _walk_first_places(query, ids, first)
