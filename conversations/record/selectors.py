@@ -97,7 +97,7 @@ def conversation_list(
         return conversations.none()  # only punctuation: no word to find
     with through_index():
         found, total = _conversations_of(SearchEntry.objects.filter(Matches(query)))
-    if total <= SEARCH_ENTRIES:
+    if _within(total, SEARCH_ENTRIES):
         return conversations.filter(pk__in=sorted(found))
     # A first entry per conversation, asked per row (a subplan, never a join over every
     # entry), along the conversation's (message, block) index.
@@ -112,12 +112,22 @@ def conversation_list(
 SEARCH_ENTRIES = 50_000  # entries a search reads from the index before walking instead
 
 
+def _within(total: int, limit: int) -> bool:
+    """Whether `total` entries read with `_limited(limit)` were all there are. SQLite's
+    FTS5 answers any word's entries as a list of ids, cheaply: it reads them all."""
+    return connection.vendor == "sqlite" or total <= limit
+
+
+def _limited(entries: QuerySet[SearchEntry, Any], limit: int) -> QuerySet[SearchEntry, Any]:
+    return entries if connection.vendor == "sqlite" else entries[: limit + 1]
+
+
 def _conversations_of(entries: QuerySet[SearchEntry]) -> tuple[set[uuid.UUID], int]:
     """The conversations of the first SEARCH_ENTRIES + 1 of these entries (as the index
     gives them), and how many entries that was: grouped in the database."""
-    inner, params = (
-        entries.order_by().values_list("conversation_id")[: SEARCH_ENTRIES + 1].query
-    ).sql_with_params()
+    inner, params = _limited(
+        entries.order_by().values_list("conversation_id"), SEARCH_ENTRIES
+    ).query.sql_with_params()
     sql = f"SELECT conversation_id, COUNT(*) FROM ({inner}) s GROUP BY conversation_id"
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -135,11 +145,9 @@ def _first_places(
     """Of the first `limit` + 1 of these entries (in no order: as the index gives them),
     each conversation's first (message seq, block seq), and how many entries that was
     (more than `limit`: there are more). Grouped in the database: one row a conversation."""
-    inner, params = (
-        entries.order_by()
-        .values_list("conversation_id", "message_seq", "block_seq")[: limit + 1]
-        .query.sql_with_params()
-    )
+    inner, params = _limited(
+        entries.order_by().values_list("conversation_id", "message_seq", "block_seq"), limit
+    ).query.sql_with_params()
     sql = f"""SELECT conversation_id, message_seq, block_seq, total FROM (
         SELECT s.*, ROW_NUMBER() OVER (
             PARTITION BY conversation_id ORDER BY message_seq, block_seq) AS place,
@@ -276,7 +284,7 @@ def search_hits(conversations: Iterable[Conversation], q: str) -> dict[uuid.UUID
     entries = SearchEntry.objects.filter(conversation_id__in=ids, message_seq__isnull=False)
     with through_index():
         first, total = _first_places(entries.filter(Matches(query)), HIT_ENTRIES)
-    if total > HIT_ENTRIES:
+    if not _within(total, HIT_ENTRIES):
         with along_entries():
             _walk_first_places(query, ids, first)
     if not first:
