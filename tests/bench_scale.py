@@ -236,7 +236,7 @@ def pages(planted: scaledata.Planted, results: Results, client: Any, page: Any) 
     if planted.big.int:
         work["conversation page (100,000 messages)"] = _get(page, f"/c/{planted.big}/", {})
         work["deep link: the window around #95000"] = _get(
-            page, f"/c/{planted.big}/window", {"around": "95000"}
+            page, f"/c/{planted.big}/messages", {"around": "95000"}
         )
     target = planted.big if planted.big.int else typical.id
     seq = iter(range(10**9))
