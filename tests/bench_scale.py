@@ -20,6 +20,7 @@ and, for the record reads another branch streams, `GET /api/conversations/ID` an
 
 from __future__ import annotations
 
+import os
 import pickle
 import random
 import resource
@@ -318,7 +319,8 @@ def _clients() -> tuple[Any, Any]:
 
     _, token = services.api_token_create(label="bench")
     client = Client(HTTP_HOST="127.0.0.1", HTTP_AUTHORIZATION=f"Bearer {token}")
-    operator = get_user_model().objects.create_superuser("bench", "bench@example.com", "x")
+    name = f"bench-{os.getpid()}"  # a kept database may already have a run's user
+    operator = get_user_model().objects.create_superuser(name, f"{name}@example.com", "x")
     page = Client(HTTP_HOST="127.0.0.1")
     page.force_login(operator)
     return client, page

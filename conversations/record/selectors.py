@@ -106,7 +106,8 @@ def conversation_list(
         .order_by("message_seq", "block_seq")
         .values("id")[:1]
     )
-    return conversations.alias(first_entry=Subquery(one)).filter(first_entry__isnull=False)
+    # Annotated, not only filtered: `search_hits` reads the first match it found.
+    return conversations.annotate(first_entry=Subquery(one)).filter(first_entry__isnull=False)
 
 
 SEARCH_ENTRIES = 50_000  # entries a search reads from the index before walking instead
@@ -278,15 +279,28 @@ def search_hits(conversations: Iterable[Conversation], q: str) -> dict[uuid.UUID
     first is among them. Otherwise (common words) each conversation's entries are walked
     in order, no further than the first of them known: a match every few entries."""
     query = parse_query(q)
+    conversations = list(conversations)
     ids = [c.pk for c in conversations]
     if query.empty or not ids:
         return {}
-    entries = SearchEntry.objects.filter(conversation_id__in=ids, message_seq__isnull=False)
-    with through_index():
-        first, total = _first_places(entries.filter(Matches(query)), HIT_ENTRIES)
-    if not _within(total, HIT_ENTRIES):
-        with along_entries():
-            _walk_first_places(query, ids, first)
+    walked: list[int] = [getattr(c, "first_entry", None) or 0 for c in conversations]
+    if all(walked):  # found by walking (a common word): each one's first match is known
+        # (Blocks sort before the title's entry, whose seqs are null: a title is the first
+        # match only when no block matched.)
+        first = {
+            conversation_id: (int(seq), int(block or 0))
+            for conversation_id, seq, block in SearchEntry.objects.filter(
+                pk__in=walked, message_seq__isnull=False
+            ).values_list("conversation_id", "message_seq", "block_seq")
+            if seq is not None
+        }
+    else:
+        entries = SearchEntry.objects.filter(conversation_id__in=ids, message_seq__isnull=False)
+        with through_index():
+            first, total = _first_places(entries.filter(Matches(query)), HIT_ENTRIES)
+        if not _within(total, HIT_ENTRIES):
+            with along_entries():
+                _walk_first_places(query, ids, first)
     if not first:
         return {}
     where = Q()
