@@ -362,10 +362,11 @@ def search_page(
     )
     indexed = entries.filter(Matches(query))
     most = min(HITS_HELD, COUNT_CAP)
-    held = sorted(
-        (int(seq or 0), int(block or 0))
-        for seq, block in indexed.order_by().values_list("message_seq", "block_seq")[: most + 1]
-    )
+    with through_index():
+        held = sorted(
+            (int(seq or 0), int(block or 0))
+            for seq, block in indexed.order_by().values_list("message_seq", "block_seq")[: most + 1]
+        )
     if len(held) <= most:
         return _page_of(conversation, q, held, after=after, before=before)
     walk = entries.filter(Matches(query, indexed=False))
@@ -383,7 +384,8 @@ def search_page(
     places = places[:HITS_PAGE]
     if before is not None:
         places.reverse()
-    total = _capped_count(indexed)
+    # More than `most` were read: when that is COUNT_CAP, the total is already known capped.
+    total = COUNT_CAP + 1 if most == COUNT_CAP else _capped_count(indexed)
     offset: int | None = None
     if places and after is None and before is None:
         offset = 0  # from the start: nothing is ahead, and nothing need count it
@@ -395,7 +397,9 @@ def search_page(
     )
 
 
-HITS_HELD = 2000  # places of a search read from the index before walking instead
+# Places of a search read from the index before walking instead: as many as are counted,
+# so that a word with fewer hits is paged and counted from one read of the index.
+HITS_HELD = COUNT_CAP
 
 
 def _page_of(
