@@ -501,3 +501,21 @@ def test_ascii_text_is_split_as_any_text_is() -> None:
     expected = [w[: search.MAX_WORD_CHARS] for w in search._WORD.findall(search.fold(sample))]
     assert search.words(sample) == expected
     assert search.words("x" * 300) == ["x" * search.MAX_WORD_CHARS]
+
+
+def test_a_word_most_newest_conversations_hold_is_walked_without_the_index(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = [create(api, f"run {n}", text(f"word{n} shared")) for n in range(5)]
+    create(api, "quiet", text("nothing"))
+    exact = api.get(LIST, q="shar").json()
+    monkeypatch.setattr(selectors, "PROBE_CONVERSATIONS", 4)
+    monkeypatch.setattr(selectors, "PROBE_COMMON", 3)
+    found = selectors.conversation_list(q="shar")
+    # PostgreSQL walks (each row carries its first match); SQLite's FTS5 is always asked.
+    walked = connection.vendor == "postgresql"
+    assert all(hasattr(c, "first_entry") for c in found) == walked
+    assert api.get(LIST, q="shar").json() == exact
+    assert {r["id"] for r in exact["results"]} == set(ids)
+    # A word fewer of them hold is asked of the index.
+    assert not any(hasattr(c, "first_entry") for c in selectors.conversation_list(q="word1"))

@@ -214,13 +214,19 @@ class Matches(Func):
         column = f"{compiler.quote_name_unless_alias(words.alias)}.words"
         if self.indexed:
             return f"{LEXEMES.format(words=column)} @@ %s::tsquery", (tsquery(self.query),)
-        # Checked entry by entry, as text: the words are single-spaced, so a word is
-        # " w " in " words " and a prefix " p" in " words" (twenty times cheaper than
-        # making the entry's lexemes again, and never the index's expression).
-        terms = [(f"(' ' || {column} || ' ')", f"% {_like(w)} %") for w in self.query.words]
-        terms += [(f"(' ' || {column})", f"% {_like(p)}%") for p in self.query.prefixes]
-        sql = " AND ".join(f"{text} LIKE %s ESCAPE '\\'" for text, _ in terms)
-        return f"({sql})", tuple(pattern for _, pattern in terms)
+        # Checked entry by entry, as text (twenty times cheaper than making the entry's
+        # lexemes again, and never the index's expression).
+        return as_text(self.query, column)
+
+
+def as_text(query: Query, column: str) -> tuple[str, tuple[str, ...]]:
+    """PostgreSQL: a condition that the words in `column` hold every word of `query`,
+    checked as text: the words are single-spaced, so a word is " w " in " words " and a
+    prefix " p" in " words"."""
+    terms = [(f"(' ' || {column} || ' ')", f"% {_like(w)} %") for w in query.words]
+    terms += [(f"(' ' || {column})", f"% {_like(p)}%") for p in query.prefixes]
+    sql = " AND ".join(f"{text} LIKE %s ESCAPE '\\'" for text, _ in terms)
+    return f"({sql})", tuple(pattern for _, pattern in terms)
 
 
 def _like(word: str) -> str:

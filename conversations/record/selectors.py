@@ -53,7 +53,7 @@ from conversations.record.rows import SearchHit as SearchHit
 from conversations.record.rows import block_value as block_value
 from conversations.record.rows import conversation_model as conversation_model
 from conversations.record.rows import stored_messages as stored_messages
-from conversations.record.search import Matches, along_entries, through_index
+from conversations.record.search import Matches, along_entries, as_text, through_index
 
 BLOCK_COLUMNS = (
     "message_id", "seq", "type", "text", "call_id", "name", "input_json", "is_error",
@@ -78,13 +78,13 @@ def conversation_list(
     `unanswered`: only those whose last message leaves a tool call unanswered (each read
     from the conversation's row, through a partial index in this order).
 
-    A rare word costs no more than a common one (issue 18): the index gives the entries
-    holding the words, at most SEARCH_ENTRIES of them; when those are all there are, the
-    answer is their conversations, by id. Otherwise the words are common (in more than
-    SEARCH_ENTRIES blocks), and conversations are taken newest first, each checked
-    along its own entries for a first one holding the words, until the page is full:
-    a common word is met within a conversation's first entries. Count it with
-    `CappedPaginator`, which stops at SEARCH_COUNT_CAP."""
+    A rare word costs no more than a common one (issue 18). Common words (`_common`: most
+    of the newest conversations hold them near their start) are found by walking:
+    conversations newest first, each checked along its own entries for a first one
+    holding the words, until the page is full. Other words are asked of the index, for at
+    most SEARCH_ENTRIES entries; when those are all there are, the answer is their
+    conversations, by id; else they are walked too. Count it with `CappedPaginator`,
+    which stops at SEARCH_COUNT_CAP."""
     conversations = Conversation.objects.order_by("-updated_at", "-created_at", "id")
     if has_errors:
         conversations = conversations.filter(error_count__gt=0)
@@ -95,10 +95,11 @@ def conversation_list(
         return conversations
     if query.empty:
         return conversations.none()  # only punctuation: no word to find
-    with through_index():
-        found, total = _conversations_of(SearchEntry.objects.filter(Matches(query)))
-    if _within(total, SEARCH_ENTRIES):
-        return conversations.filter(pk__in=sorted(found))
+    if not _common(conversations, query):
+        with through_index():
+            found, total = _conversations_of(SearchEntry.objects.filter(Matches(query)))
+        if _within(total, SEARCH_ENTRIES):
+            return conversations.filter(pk__in=sorted(found))
     # A first entry per conversation, asked per row (a subplan, never a join over every
     # entry), along the conversation's (message, block) index.
     one = (
@@ -111,6 +112,33 @@ def conversation_list(
 
 
 SEARCH_ENTRIES = 50_000  # entries a search reads from the index before walking instead
+# A word is common when most of the newest conversations hold it near their start: then
+# walking finds a page at once, and the index (whose bitmap of a common prefix alone costs
+# ~100 ms at a million messages) is not asked at all.
+PROBE_CONVERSATIONS = 50
+PROBE_ENTRIES = 200
+PROBE_COMMON = 40  # of PROBE_CONVERSATIONS
+
+
+def _common(conversations: QuerySet[Conversation], query: Query) -> bool:
+    """Whether at least PROBE_COMMON of the PROBE_CONVERSATIONS newest `conversations`
+    hold `query` in their first PROBE_ENTRIES entries: one bounded query (PostgreSQL;
+    SQLite's FTS5 reads any word's entries cheaply, and is always asked)."""
+    if connection.vendor != "postgresql":
+        return False
+    ids = list(conversations.values_list("pk", flat=True)[:PROBE_CONVERSATIONS])
+    if len(ids) < PROBE_CONVERSATIONS:
+        return False
+    condition, params = as_text(query, "w.words")
+    sql = f"""SELECT COUNT(*) FROM unnest(%s::uuid[]) AS c(id) WHERE EXISTS (
+        SELECT 1 FROM (SELECT words FROM {SearchEntry._meta.db_table} e
+            WHERE e.conversation_id = c.id ORDER BY e.message_seq, e.block_seq
+            LIMIT {PROBE_ENTRIES}) w
+        WHERE {condition})"""
+    with along_entries(), connection.cursor() as cursor:
+        cursor.execute(sql, [ids, *params])
+        (holding,) = cursor.fetchone()
+    return int(holding) >= PROBE_COMMON
 
 
 def _within(total: int, limit: int) -> bool:
