@@ -519,3 +519,21 @@ def test_a_word_most_newest_conversations_hold_is_walked_without_the_index(
     assert {r["id"] for r in exact["results"]} == set(ids)
     # A word fewer of them hold is asked of the index.
     assert not any(hasattr(c, "first_entry") for c in selectors.conversation_list(q="word1"))
+
+
+def test_the_planner_settings_of_a_search_are_put_back(db: None) -> None:
+    # Inside the test's transaction the settings are set in a savepoint, whose release
+    # would keep them to the transaction's end: they must be put back by hand.
+    def settings() -> tuple[str, ...]:
+        if connection.vendor != "postgresql":
+            return ()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('enable_seqscan'), current_setting('jit')")
+            return tuple(cursor.fetchone())
+
+    before = settings()
+    with index.through_index(), index.along_entries():
+        inside = settings()
+    assert settings() == before
+    if connection.vendor == "postgresql":
+        assert inside == ("off", "off") and before[0] == "on"
