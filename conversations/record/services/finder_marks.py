@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from django.db import connection
+from django.db.models import Exists, OuterRef
 
 from conversations.core.blocks import kind_named, tool_side
 from conversations.record.models import Block, Conversation, FinderMark, Message
@@ -40,9 +41,12 @@ def _mark_problems(
     if calls:
         ids = sorted({call_id for _, _, _, call_id in calls} - answers)
         for chunk in _chunks(ids):
+            # Through the call_id index, the conversation checked per block found (a
+            # correlated EXISTS), so no planner walks a long conversation instead.
+            mine = Message.objects.filter(pk=OuterRef("message_id"), conversation=conversation)
             answers.update(
                 Block.objects.filter(
-                    message__conversation=conversation, type="tool_result", call_id__in=chunk
+                    Exists(mine), type="tool_result", call_id__in=chunk
                 ).values_list("call_id", flat=True)
             )
     marks = errors + [call for call in calls if call[3] not in answers]
