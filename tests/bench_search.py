@@ -120,11 +120,12 @@ def plan() -> str:
     from django.db import connection
 
     from conversations.record import selectors
+    from conversations.record.search import through_index
 
     sql, params = (
         selectors.search_entries("agent").values("conversation_id").query.sql_with_params()
     )
-    with connection.cursor() as cursor:
+    with through_index(), connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
             return " | ".join(str(row[-1]) for row in cursor.fetchall())
@@ -166,7 +167,7 @@ def measure(vendor: str, results: Results) -> None:
                    "once, for comparison (20 s: given up)")  # fmt: skip
     query_plan = plan()
     print(f"  plan: {query_plan}", flush=True)
-    index = "conversations_searchentry_fts" if vendor == "sqlite" else "lexemes_gin"
+    index = "conversations_searchentry_fts" if vendor == "sqlite" else "words_gin"
     results.target(f"{vendor}: the plan uses the full-text index", int(index in query_plan), 1,
                    "", op="=")  # fmt: skip
     if vendor == "postgresql":
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                 drop_database(url)
 
 
-def postgres_database() -> str | None:
+def postgres_database(prefix: str = "replay_bench_search") -> str | None:
     """A new, empty PostgreSQL database's URL, or None when no server answers."""
     from tests.services import postgres_url
 
@@ -209,7 +210,7 @@ def postgres_database() -> str | None:
     if url is None:
         return None
     parsed = urlparse(url)
-    name = f"replay_bench_search_{os.getpid()}"
+    name = f"{prefix}_{os.getpid()}"
     _psql(parsed._replace(path="/postgres").geturl(), f"CREATE DATABASE {name}")
     return parsed._replace(path=f"/{name}").geturl()
 

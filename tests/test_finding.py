@@ -72,11 +72,66 @@ def test_next_problem_is_the_one_failing_tool_call_far_outside_the_window(
     assert body["found"] == {
         "seq": 151, "block": 0, "type": "tool_result", "what": "error", "call_id": "call-150",
     }  # fmt: skip
-    # And backwards from the tail, in steps of SCAN_MESSAGES messages.
+    # And backwards from the tail, in one lookup too (the marks, issue 18).
     body = find(operator_client, conversation, kind="problem", before="1900")
-    assert body == {"found": None, "resume": str(1900 - finder_reads.SCAN_MESSAGES)}
-    body = find(operator_client, conversation, kind="problem", before=body["resume"])
-    assert body["found"]["seq"] == 151
+    assert body["found"]["seq"] == 151 and body["resume"] is None
+
+
+@pytest.mark.sqlite
+def test_problems_and_errors_are_one_lookup_from_anywhere(
+    django_assert_num_queries: Any,
+) -> None:
+    conversation = stored(rounds(3000, error_at=2850, unanswered_at=40))
+    with django_assert_num_queries(2):  # is it scoped? then the marks' index
+        step = finder_reads.find_step(conversation, "problem", after=Cursor(41))
+    assert step == finder_reads.Step(
+        finder_reads.Found(2851, 0, "tool_result", "error", "call-2850"), None
+    )
+    with django_assert_num_queries(2):
+        step = finder_reads.find_step(conversation, "problem", before=Cursor(2851))
+    assert step.found == finder_reads.Found(40, 1, "tool_use", "unanswered", "call-40")
+    with django_assert_num_queries(1):  # errors need no scope check
+        step = finder_reads.find_step(conversation, "error", before=Cursor(2999))
+    assert step.found is not None and step.found.seq == 2851
+
+
+@pytest.mark.sqlite
+def test_a_result_arriving_later_answers_the_call(operator_client: Client) -> None:
+    conversation = stored(rounds(6, unanswered_at=2))
+    assert find(operator_client, conversation, kind="problem")["found"]["seq"] == 2
+    message = selectors.message_get(conversation, 3)
+    assert message is not None
+    services.block_append(message=message, block=MessageIn.model_validate(
+        {"role": "user", "blocks": [tool_result("call-2", "late")]}).blocks[0])  # fmt: skip
+    assert find(operator_client, conversation, kind="problem")["found"] is None
+    # A call answered in the same batch that makes it is never a problem; one answered by
+    # a later batch stops being one.
+    services.messages_append(
+        conversation=conversation,
+        messages=[
+            MessageIn.model_validate({"role": "assistant", "blocks": [tool_use("call-a")]}),
+            MessageIn.model_validate({"role": "user", "blocks": [tool_result("call-a", "x")]}),
+            MessageIn.model_validate({"role": "assistant", "blocks": [tool_use("call-b")]}),
+        ],
+    )
+    assert find(operator_client, conversation, kind="problem")["found"]["call_id"] == "call-b"
+    services.messages_append(
+        conversation=conversation,
+        messages=[
+            MessageIn.model_validate({"role": "user", "blocks": [tool_result("call-b", "y")]})
+        ],
+    )
+    assert find(operator_client, conversation, kind="problem")["found"] is None
+
+
+@pytest.mark.sqlite
+def test_under_a_scope_a_call_answered_past_it_is_a_problem() -> None:
+    conversation = stored(rounds(10))
+    scoped = Conversation.objects.get(pk=conversation.pk)
+    scoped.message_count = 5  # as a share link up to message 4 scopes it
+    step = finder_reads.find_step(scoped, "problem")
+    assert step.found == finder_reads.Found(4, 1, "tool_use", "unanswered", "call-4")
+    assert finder_reads.find_step(conversation, "problem").found is None
 
 
 def test_a_tool_call_without_a_result_anywhere_is_a_problem(operator_client: Client) -> None:
@@ -110,25 +165,28 @@ def test_a_step_reads_a_bounded_span_and_says_where_to_go_on(
     operator_client: Client, monkeypatch: pytest.MonkeyPatch, django_assert_num_queries: Any
 ) -> None:
     monkeypatch.setattr(finder_reads, "SCAN_MESSAGES", 50)
+    # Under a share link's scope problems step (a call answered past it is unanswered).
     conversation = stored(rounds(300, error_at=220))
-    with django_assert_num_queries(2):  # the candidates, then which calls have results
+    Conversation.objects.filter(pk=conversation.pk).update(message_count=301)
+    # The scope check, the candidates, then which calls have results.
+    with django_assert_num_queries(3):
         assert finder_reads.find_step(conversation, "problem") == finder_reads.Step(
             None, Cursor(49)
         )
-    cursor, steps = None, 0
-    while True:
-        params = {"kind": "problem"} | ({"after": cursor} if cursor else {})
-        body = find(operator_client, conversation, **params)
-        steps += 1
-        if body["found"] or body["resume"] is None:
-            break
-        cursor = body["resume"]
-    assert body["found"]["seq"] == 221 and steps == 5  # 0–49, 50–99, … 200–249
+    step, steps = finder_reads.find_step(conversation, "problem"), 1
+    while step.found is None and step.resume is not None:
+        step, steps = finder_reads.find_step(conversation, "problem", after=step.resume), steps + 1
+    assert step.found is not None
+    assert step.found.seq == 221 and steps == 5  # 0–49, 50–99, … 200–249
+    # The page's finder walks the same steps through /find for the kinds that step.
+    body = find(operator_client, conversation, kind="reasoning", after="10")
+    assert body == {"found": None, "resume": "60"}
 
 
 def test_candidates_per_step_are_bounded_too(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(finder_reads, "SCAN_BLOCKS", 3)
     conversation = stored(rounds(20, error_at=16))
+    conversation.message_count = 19  # scoped: problems step
     step = finder_reads.find_step(conversation, "problem")
     # Three answered calls read, none a problem: go on after the third.
     assert step == finder_reads.Step(None, Cursor(4, 1))
@@ -215,6 +273,23 @@ def test_search_counts_are_capped(operator_client: Client, monkeypatch: pytest.M
     assert body["total"] == 30 and body["capped"] is True
     assert body["offset"] is None  # 35 hits before: more than are counted
     assert [h["seq"] for h in body["hits"]] == [35, 36, 37, 38, 39]
+
+
+@pytest.mark.sqlite
+def test_a_word_common_in_the_conversation_is_walked_with_the_same_pages(
+    operator_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    messages = [("user", [text(f"same word {seq}"), text("other")]) for seq in range(60)]
+    messages[7] = ("user", [text("other"), text("same again")])
+    conversation = stored(messages)
+    asks = [{}, {"after": "7"}, {"after": "7.0"}, {"before": "40"}, {"before": "7.1"}]
+    held = [find(operator_client, conversation, kind="text", q="same", **a) for a in asks]
+    monkeypatch.setattr(finder_reads, "HITS_HELD", 5)  # more hits than that: walked
+    walked = [find(operator_client, conversation, kind="text", q="same", **a) for a in asks]
+    assert walked == held
+    assert [h["seq"] for h in held[1]["hits"]][:2] == [8, 9]
+    assert (held[2]["hits"][0]["seq"], held[2]["hits"][0]["block"]) == (7, 1)
+    assert held[3]["offset"] == 15 and held[3]["hits"][-1]["seq"] == 39
 
 
 def test_hostile_snippets_are_text_in_json_never_markup(operator_client: Client) -> None:
@@ -383,7 +458,7 @@ def test_call_ids_are_looked_up_through_their_index_not_the_conversation() -> No
     found += plans(lambda: finder_reads.answered(conversation, ["call-100", "call-2"]))
     assert len(found) == 3
     for sql, plan in found:
-        assert "USING INDEX conversations_block_call_id" in plan, plan
+        assert "USING INDEX block_call_id" in plan, plan
         assert "conversation_id=?" not in plan, plan  # the conversation is checked per block
         assert '"conversations_conversation"' not in sql
 
@@ -391,11 +466,15 @@ def test_call_ids_are_looked_up_through_their_index_not_the_conversation() -> No
 @pytest.mark.sqlite(only=True)  # SQLite's planner
 def test_a_step_walks_a_range_of_messages_by_their_index() -> None:
     conversation = stored(rounds(20))
-    ((sql, plan), _) = plans(
-        lambda: finder_reads.find_step(conversation, "problem", after=Cursor(3))
-    )
+    ((sql, plan),) = plans(lambda: finder_reads.find_step(conversation, "tool", after=Cursor(3)))
     assert "(conversation_id=? AND seq>? AND seq<?)" in plan, plan
     assert "message_id=?" in plan and '"conversations_conversation"' not in sql
+    # Problems: whether the conversation is scoped, then the marks' own index.
+    (_, (sql, plan)) = plans(
+        lambda: finder_reads.find_step(conversation, "problem", after=Cursor(3))
+    )
+    assert "conversations_findermark USING INDEX" in plan, plan
+    assert "(conversation_id=? AND message_seq>?" in plan, plan
 
 
 # -- compactions: n / N step to them too (docs/contract.md §7) ------------------------------
@@ -440,8 +519,14 @@ def test_a_compaction_beyond_a_step_waits_for_the_step_that_reaches_it(
 ) -> None:
     monkeypatch.setattr(finder_reads, "SCAN_MESSAGES", 10)
     conversation = with_boundaries(stored(rounds(40)), 25)
+    # Problems are one lookup of the marks: the boundary is found from anywhere at once.
     body = find(operator_client, conversation, kind="problem")
-    assert body == {"found": None, "resume": "9"}  # looked at #0–#9 only
+    assert body["found"]["seq"] == 25 and body["found"]["what"] == "compaction"
+    # Under a scope problems step, and the boundary waits for the step that reaches it.
+    conversation.message_count = 39
+    assert finder_reads.find_step(conversation, "problem") == finder_reads.Step(None, Cursor(9))
+    step = finder_reads.find_step(conversation, "problem", after=Cursor(19))
+    assert step.found is not None and step.found.seq == 25
     body = find(operator_client, conversation, kind="problem", after="19")
     assert body["found"]["seq"] == 25
     # A boundary at the last message a step looked at is found in that step.

@@ -224,3 +224,39 @@ def test_the_counts_migration_writes_the_figures_the_services_write() -> None:
     }
     assert again == written
     assert dict(Block.objects.values_list("pk", "tokens")) == blocks
+
+
+@pytest.mark.sqlite
+def test_the_finder_marks_of_blocks_stored_before_0011_are_what_services_write(
+    db: None,
+) -> None:
+    from conversations.record.models import FinderMark
+
+    conversation = services.conversation_create(title="marks")
+    for role, blocks in [
+        ("assistant", [text("go"), tool_use("a"), tool_use("b")]),
+        ("user", [tool_result("a", "boom", is_error=True)]),
+        ("assistant", [tool_use("c")]),
+        ("user", [tool_result("c", "fine"), tool_result("z", "an answer to no call")]),
+    ]:
+        services.message_append(
+            conversation=conversation,
+            role=role,
+            blocks=[BLOCK_ADAPTER.validate_python(b) for b in blocks],
+        )
+    other = services.conversation_create(title="another, with a call of the same id")
+    services.message_append(
+        conversation=other, role="assistant", blocks=[BLOCK_ADAPTER.validate_python(tool_use("c"))]
+    )
+    columns = ("conversation_id", "message_seq", "block_seq", "kind", "call_id")
+    written = set(FinderMark.objects.values_list(*columns))
+    assert {(m[1], m[2], m[3]) for m in written if m[0] == conversation.pk} == {
+        (0, 2, "unanswered"),
+        (1, 0, "error"),
+    }
+    FinderMark.objects.all().delete()
+    scale = migration("0015_search_scale")
+    with connection.cursor() as cursor:
+        cursor.execute(scale.MARK_ERRORS)
+        cursor.execute(scale.MARK_UNANSWERED)
+    assert set(FinderMark.objects.values_list(*columns)) == written

@@ -278,7 +278,9 @@ def test_the_search_reads_the_full_text_index(db: None) -> None:
             role="user",
             blocks=[BLOCK_ADAPTER.validate_python(text(f"word{n} and more words"))],
         )
-    sql, params = selectors.conversation_list(q="word1 mor").query.sql_with_params()
+    # The list reads the entries through the index, then the conversations by their ids.
+    entries = selectors.search_entries("word1 mor").values("conversation_id")
+    sql, params = entries.query.sql_with_params()
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
@@ -402,3 +404,136 @@ def test_an_imported_transcript_is_searchable_by_title_and_blocks(api: ApiClient
     assert found(api, "quarterly") == {cid}
     assert found(api, "emile") == {cid}
     assert found(api, "locate_person") == {cid}
+
+
+# --- at scale (issue 18): what is indexed, and the same answers by either path ----------
+
+
+def test_a_tool_result_is_indexed_in_its_start_and_its_end(api: ApiClient) -> None:
+    middle = " ".join(f"filler{n}" for n in range(2000))  # far more than head and tail
+    content = f"command echoed {middle} traceback ends here"
+    cid = create(api, "Untitled", tool_use("c1", "bash"))
+    api.post(f"{LIST}/{cid}/messages", {"role": "user", "blocks": [tool_result("c1", content)]})
+    assert found(api, "echoed") == {cid}
+    assert found(api, "traceback") == {cid}
+    assert found(api, "filler1000") == set()  # the middle of a long output is not indexed
+    # Text, reasoning and tool inputs are still indexed to INDEXED_CHARS.
+    other = create(api, "Untitled", text(f"start {middle} finish"))
+    assert found(api, "filler1000") == {other}
+
+
+@pytest.fixture
+def common_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Words in more than 3 entries take the walking path (as a common word does at scale)."""
+    monkeypatch.setattr(selectors, "SEARCH_ENTRIES", 3)
+    monkeypatch.setattr(selectors, "HIT_ENTRIES", 3)
+
+
+def test_a_common_word_is_found_by_walking_with_the_same_answer(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = [create(api, f"run {n}", text(f"word{n} shared alpha")) for n in range(6)]
+    quiet = create(api, "quiet", text("nothing to see"))
+    api.post(f"{LIST}/{ids[2]}/messages", {"role": "user", "blocks": [text("shared again")]})
+    exact = api.get(LIST, q="shared alp").json()
+    monkeypatch.setattr(selectors, "SEARCH_ENTRIES", 3)
+    monkeypatch.setattr(selectors, "HIT_ENTRIES", 3)
+    walked = api.get(LIST, q="shared alp").json()
+    assert [r["id"] for r in walked["results"]] == [r["id"] for r in exact["results"]]
+    assert {r["id"] for r in walked["results"]} == set(ids) and quiet not in str(walked)
+    assert [r["match"] for r in walked["results"]] == [r["match"] for r in exact["results"]]
+    assert walked["count"] == exact["count"] == 6 and walked["count_capped"] is False
+
+
+def test_a_common_words_count_stops_at_the_cap(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch, common_paths: None
+) -> None:
+    monkeypatch.setattr(selectors, "SEARCH_COUNT_CAP", 4)
+    for n in range(6):
+        create(api, f"run {n}", text("shared"))
+    body = api.get(LIST, q="shared", page_size="2").json()
+    assert (body["count"], body["count_capped"], body["pages"]) == (4, True, 2)
+    assert len(body["results"]) == 2 and body["next"] is not None
+    assert api.get(LIST, q="shared", page_size="2", page="3").status_code == 404
+
+
+def test_the_list_page_says_a_capped_count_is_more(
+    operator_client: Client, monkeypatch: pytest.MonkeyPatch, common_paths: None
+) -> None:
+    monkeypatch.setattr(selectors, "SEARCH_COUNT_CAP", 26)
+    for n in range(30):
+        services.message_append(
+            conversation=services.conversation_create(title=f"run {n}"),
+            role="user",
+            blocks=[BLOCK_ADAPTER.validate_python(text("shared"))],
+        )
+    page = operator_client.get("/", {"q": "shared"}).content.decode()
+    assert "Page 1 of 2+" in page
+
+
+def test_a_search_reads_a_bounded_number_of_entries_whatever_is_stored(
+    db: None, django_assert_max_num_queries: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(selectors, "SEARCH_ENTRIES", 3)
+    monkeypatch.setattr(selectors, "HIT_ENTRIES", 3)
+    for n in range(8):
+        services.message_append(
+            conversation=services.conversation_create(title=f"run {n}"),
+            role="user",
+            blocks=[BLOCK_ADAPTER.validate_python(text("shared")) for _ in range(3)],
+        )
+    with django_assert_max_num_queries(6):  # the index's first entries; planner settings
+        found = selectors.conversation_list(q="shared")
+    with django_assert_max_num_queries(1):
+        page = list(found[:5])
+    assert len(page) == 5
+    # The index and then the walks (each with its planner settings, in a savepoint), a
+    # walk per conversation, the blocks: a number bounded by the page, not by what is stored.
+    with django_assert_max_num_queries(5 + 5 + 5):
+        hits = selectors.search_hits(page, "shared")
+    assert {hit.message_seq for hit in hits.values()} == {0}
+
+
+def test_ascii_text_is_split_as_any_text_is() -> None:
+    sample = "Zebra-42 foo_bar a.b/c ID=8f3A __init__ x--y 2026-11-03T12:44:01Z ~`!@#$%^&*()"
+    sample += "".join(chr(code) for code in range(128))
+    assert sample.isascii()
+    expected = [w[: search.MAX_WORD_CHARS] for w in search._WORD.findall(search.fold(sample))]
+    assert search.words(sample) == expected
+    assert search.words("x" * 300) == ["x" * search.MAX_WORD_CHARS]
+
+
+def test_a_word_most_newest_conversations_hold_is_walked_without_the_index(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = [create(api, f"run {n}", text(f"word{n} shared")) for n in range(5)]
+    create(api, "quiet", text("nothing"))
+    exact = api.get(LIST, q="shar").json()
+    monkeypatch.setattr(selectors, "PROBE_CONVERSATIONS", 4)
+    monkeypatch.setattr(selectors, "PROBE_COMMON", 3)
+    found = selectors.conversation_list(q="shar")
+    # PostgreSQL walks (each row carries its first match); SQLite's FTS5 is always asked.
+    walked = connection.vendor == "postgresql"
+    assert all(hasattr(c, "first_entry") for c in found) == walked
+    assert api.get(LIST, q="shar").json() == exact
+    assert {r["id"] for r in exact["results"]} == set(ids)
+    # A word fewer of them hold is asked of the index.
+    assert not any(hasattr(c, "first_entry") for c in selectors.conversation_list(q="word1"))
+
+
+def test_the_planner_settings_of_a_search_are_put_back(db: None) -> None:
+    # Inside the test's transaction the settings are set in a savepoint, whose release
+    # would keep them to the transaction's end: they must be put back by hand.
+    def settings() -> tuple[str, ...]:
+        if connection.vendor != "postgresql":
+            return ()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('enable_seqscan'), current_setting('jit')")
+            return tuple(cursor.fetchone())
+
+    before = settings()
+    with index.through_index(), index.along_entries():
+        inside = settings()
+    assert settings() == before
+    if connection.vendor == "postgresql":
+        assert inside == ("off", "off") and before[0] == "on"

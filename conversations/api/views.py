@@ -120,7 +120,7 @@ def conversations(request: HttpRequest) -> HttpResponse:
             found = alert_reads.with_open_alerts(found)
     except QueryError as exc:
         raise ApiError(400, exc.message, field=exc.field) from None
-    paginator = Paginator(found, page_size)
+    paginator = (selectors.CappedPaginator if q.strip() else Paginator)(found, page_size)
     try:
         page = paginator.page(number)
     except (EmptyPage, PageNotAnInteger):
@@ -148,6 +148,8 @@ def conversations(request: HttpRequest) -> HttpResponse:
     return json_response(
         {
             "count": paginator.count,
+            # A search counts at most SEARCH_COUNT_CAP conversations (issue 18).
+            "count_capped": bool(getattr(paginator, "capped", False)),
             "page": page.number,
             "pages": paginator.num_pages,
             "next": link(page.next_page_number()) if page.has_next() else None,

@@ -13,6 +13,7 @@ reveals a message past its last.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple, assert_never
 
@@ -24,9 +25,9 @@ from conversations.core.blocks import ToolSide, kind_named, tool_side
 from conversations.core.finder import Cursor, FindKind
 from conversations.core.search import SNIPPET_SCAN_CHARS, parse_query, snippet
 from conversations.record import note_reads
-from conversations.record.models import Block, Conversation, Message, SearchEntry
+from conversations.record.models import Block, Conversation, FinderMark, Message, SearchEntry
 from conversations.record.rows import Pairs as Pairs
-from conversations.record.search import Matches
+from conversations.record.search import Matches, along_entries, through_index
 from conversations.record.selectors import PreviewRow, searchable_text
 
 SCAN_MESSAGES = 1000  # messages one step of the finder reads
@@ -120,8 +121,15 @@ def find_step(
 ) -> Step:
     """The first block of `kind` after `after` (or from the start), or the last one before
     `before`, within one step of `SCAN_MESSAGES` messages. Problems (n / N) include the
-    stored compaction boundaries, found at the first block of the message they precede."""
-    step = _block_step(conversation, kind, after=after, before=before)
+    stored compaction boundaries, found at the first block of the message they precede.
+
+    Errors and problems are one lookup of the finder's marks (`FinderMark`, issue 18)
+    from anywhere, never a step; but for problems under a share link's scope, where a
+    call answered past the scope is unanswered, and which the steps answer."""
+    if kind == "error" or (kind == "problem" and _whole(conversation)):
+        step = Step(_mark(conversation, kind, after=after, before=before), None)
+    else:
+        step = _block_step(conversation, kind, after=after, before=before)
     if kind != "problem":
         return step
     # Open bounds (seq, block) of what this step looked at; a boundary on the found block's
@@ -148,6 +156,40 @@ def find_step(
 
 
 LAST_BLOCK = 1 << 62  # past any block's seq
+
+
+def _whole(conversation: Conversation) -> bool:
+    """Whether `conversation` is the whole stored conversation (not scoped to a prefix)."""
+    return Conversation.objects.filter(
+        pk=conversation.pk, message_count=conversation.message_count
+    ).exists()
+
+
+def _mark(
+    conversation: Conversation,
+    kind: FindKind,
+    *,
+    after: Cursor | None,
+    before: Cursor | None,
+) -> Found | None:
+    """The first mark after `after` (or the last before `before`): one query through the
+    marks' (conversation, message seq, block seq) index."""
+    marks = FinderMark.objects.filter(
+        conversation=conversation, message_seq__lt=conversation.message_count
+    )
+    if kind == "error":
+        marks = marks.filter(kind=FinderMark.Kind.ERROR)
+    if before is not None:
+        marks = marks.filter(_before(before)).order_by("-message_seq", "-block_seq")
+    else:
+        marks = marks.filter(_after(after)) if after is not None else marks
+        marks = marks.order_by("message_seq", "block_seq")
+    found = marks.values_list("message_seq", "block_seq", "kind", "call_id").first()
+    if found is None:
+        return None
+    seq, block, what, call_id = found
+    error = what == FinderMark.Kind.ERROR
+    return Found(seq, block, "tool_result" if error else "tool_use", what, call_id)
 
 
 def _place(
@@ -291,7 +333,8 @@ def _before(cursor: Cursor) -> Q:
 
 
 def _capped_count(entries: QuerySet[SearchEntry]) -> int:
-    return entries.order_by()[: COUNT_CAP + 1].count()
+    with through_index():
+        return entries.order_by()[: COUNT_CAP + 1].count()
 
 
 def search_page(
@@ -305,40 +348,58 @@ def search_page(
     """The blocks holding every word of `q` (as the list's search finds them), a page
     after `after` (or from the start) or the page just before `before`, with snippets;
     with `notes`, the notes holding them too (docs/contract.md §10).
-    Raises QueryError for a `q` the list refuses."""
+    Raises QueryError for a `q` the list refuses.
+
+    Bounded whether the words are rare or common here (issue 18): the index (conversation
+    and words) gives up to HITS_HELD places, which are all of them when fewer, and the
+    page, total and offset are taken from them; else the words are common here, the page
+    is a walk along the conversation's entries in order from the cursor (each checked,
+    a match every few entries), and the counts, from the index, stop at COUNT_CAP."""
     query = parse_query(q)
     if query.empty:
         return HitPage([], None, 0, False, False)
     entries = SearchEntry.objects.filter(
-        Matches(query),
         conversation=conversation,
         message_seq__isnull=False,
         message_seq__lt=conversation.message_count,
     )
-    if before is not None:
-        wanted = entries.filter(_before(before)).order_by("-message_seq", "-block_seq")
-    else:
-        wanted = entries.filter(_after(after)) if after is not None else entries
-        wanted = wanted.order_by("message_seq", "block_seq")
-    # Entries of blocks always have both seqs (a constraint); the title's were left out.
-    places = [
-        (int(seq or 0), int(block or 0))
-        for seq, block in wanted.values_list("message_seq", "block_seq")[: HITS_PAGE + 1]
-    ]
-    # Notes found are hits at their block (their message's first) (docs/contract.md §10).
+    indexed = entries.filter(Matches(query))
+    most = min(HITS_HELD, COUNT_CAP)
+    with through_index():
+        held = sorted(
+            (int(seq or 0), int(block or 0))
+            for seq, block in indexed.order_by().values_list("message_seq", "block_seq")[: most + 1]
+        )
+    # Notes found are hits at their block (their message's first) (docs/contract.md §10):
+    # when any note holds the words, the page merges them on the walk's path.
     noted = note_reads.NotePlaces(conversation, query, shown=notes)
+    notes_found = noted.count()
+    if len(held) <= most and not notes_found:
+        return _page_of(conversation, q, held, after=after, before=before)
+    walk = entries.filter(Matches(query, indexed=False))
+    if before is not None:
+        wanted = walk.filter(_before(before)).order_by("-message_seq", "-block_seq")
+    else:
+        wanted = walk.filter(_after(after)) if after is not None else walk
+        wanted = wanted.order_by("message_seq", "block_seq")
+    with along_entries():
+        places = [
+            (int(seq or 0), int(block or 0))
+            for seq, block in wanted.values_list("message_seq", "block_seq")[: HITS_PAGE + 1]
+        ]
     blocks_found = set(places)
     places = noted.merged(places, after=after, before=before, limit=HITS_PAGE + 1)
     more = len(places) > HITS_PAGE
     places = places[:HITS_PAGE]
     if before is not None:
         places.reverse()
-    total = _capped_count(entries) + noted.count()
+    # The blocks' hits: all held when fewer than `most`; else more than COUNT_CAP.
+    total = (len(held) if len(held) <= most else COUNT_CAP + 1) + notes_found
     offset: int | None = None
     if places and after is None and before is None:
         offset = 0  # from the start: nothing is ahead, and nothing need count it
     elif places:
-        ahead = _capped_count(entries.filter(_before(Cursor(*places[0]))))
+        ahead = _capped_count(indexed.filter(_before(Cursor(*places[0]))))
         ahead += noted.count(before=Cursor(*places[0]))
         offset = ahead if ahead <= COUNT_CAP else None
     return HitPage(
@@ -348,6 +409,38 @@ def search_page(
         total > COUNT_CAP,
         more,
     )
+
+
+# Places of a search read from the index before walking instead: as many as are counted,
+# so that a word with fewer hits is paged and counted from one read of the index.
+HITS_HELD = COUNT_CAP
+
+
+def _page_of(
+    conversation: Conversation,
+    q: str,
+    held: list[tuple[int, int]],
+    *,
+    after: Cursor | None,
+    before: Cursor | None,
+) -> HitPage:
+    """A page of hits from all the places there are, in order (fewer than COUNT_CAP)."""
+    if before is not None:
+        edge = bisect_left(held, _point(before, low=True))
+        places, more = held[max(0, edge - HITS_PAGE) : edge], edge > HITS_PAGE
+        start = max(0, edge - HITS_PAGE)
+    else:
+        start = 0 if after is None else bisect_right(held, _point(after, low=False))
+        places, more = held[start : start + HITS_PAGE], start + HITS_PAGE < len(held)
+    offset = start if places else None
+    return HitPage(_hits(conversation, places, q), offset, len(held), False, more)
+
+
+def _point(cursor: Cursor, *, low: bool) -> tuple[int, int]:
+    """A cursor as a place to bisect at: a message cursor stands for all of its message."""
+    if cursor.block is not None:
+        return (cursor.seq, cursor.block)
+    return (cursor.seq, -1) if low else (cursor.seq, LAST_BLOCK)
 
 
 def _hits(conversation: Conversation, places: list[tuple[int, int]], q: str) -> list[Hit]:

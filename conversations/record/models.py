@@ -82,8 +82,9 @@ class Conversation(models.Model):
 
 
 class Message(models.Model):
+    # Indexed by the unique constraint below, whose first column it is.
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="messages"
+        Conversation, on_delete=models.CASCADE, related_name="messages", db_index=False
     )
     seq = models.PositiveIntegerField(editable=False)
     role = models.CharField(max_length=16, choices=Role.choices)
@@ -140,13 +141,17 @@ class Message(models.Model):
 class Block(models.Model):
     """One block; which columns are used depends on `type` (see `selectors.block_value`)."""
 
-    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="blocks")
+    # Indexed by the unique constraint below, whose first column it is.
+    message = models.ForeignKey(
+        Message, on_delete=models.CASCADE, related_name="blocks", db_index=False
+    )
     seq = models.PositiveIntegerField(editable=False)
     type = models.CharField(max_length=16, choices=BlockType.choices)
     # text and reasoning: the text; tool_result: the content.
     text = models.TextField(blank=True, default="")
     # tool_use: its id; tool_result: tool_use_id.
-    call_id = models.CharField(max_length=255, blank=True, default="", db_index=True)
+    # Looked up by equality only (`block_call_id` below; no LIKE index beside it).
+    call_id = models.CharField(max_length=255, blank=True, default="")
     # tool_use and tool_result: the tool's name (resolved at ingest for results).
     name = models.CharField(max_length=255, blank=True, default="")
     # tool_use: the input object as canonical JSON text; text keeps key order, jsonb does not.
@@ -167,6 +172,7 @@ class Block(models.Model):
 
     class Meta:
         ordering = ["message_id", "seq"]
+        indexes = [models.Index(fields=["call_id"], name="block_call_id")]
         constraints = [
             models.UniqueConstraint(fields=["message", "seq"], name="block_seq_unique"),
             models.CheckConstraint(condition=Q(seq__gte=0), name="block_seq_gte_0"),
@@ -233,6 +239,46 @@ class SearchEntry(models.Model):
         if self.message_seq is None:
             return "title"
         return f"#{self.message_seq}.{self.block_seq}"
+
+
+class FinderMark(models.Model):
+    """A block the finder's "next problem" stops at (docs/contract.md §4 finding): a tool
+    result with `is_error` ("error"), or a tool call with no result anywhere in its
+    conversation yet ("unanswered", removed when its first result is stored).
+
+    Written by `services` with the blocks, so that the next one from anywhere in a
+    conversation is one indexed lookup, not a walk over its blocks (issue 18)."""
+
+    class Kind(models.TextChoices):
+        ERROR = "error"
+        UNANSWERED = "unanswered"
+
+    # Indexed by the unique constraint below, whose first column it is.
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    message_seq = models.PositiveIntegerField()
+    block_seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    call_id = models.CharField(max_length=255, blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "message_seq", "block_seq"], name="finder_mark_unique"
+            ),
+        ]
+        indexes = [
+            # Answering a call removes its mark: looked up by the call's id.
+            models.Index(
+                fields=["conversation", "call_id"],
+                condition=Q(kind="unanswered"),
+                name="finder_mark_open_call",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} at #{self.message_seq}.{self.block_seq}"
 
 
 class ApiToken(models.Model):

@@ -6,17 +6,21 @@ word prefixes, and never scan stored text:
 - SQLite: an FTS5 table whose content is the entry table itself (nothing stored twice),
   kept in step by triggers on that table, so any insert or delete of an entry (the
   conversation's cascade, a test's flush) updates it in the same transaction.
-- PostgreSQL: the words as a stored, generated tsvector column (`lexemes`, which Django
-  does not know of; the database fills it on every insert) with a GIN index. Stored, not an
-  expression index, so that neither a recheck nor a plan without statistics re-splits
-  the words of every entry.
+- PostgreSQL: one GIN index over (conversation, the words as lexemes): an expression
+  index, so the lexemes are not stored a second time beside the words (issue 18: they
+  were a third of the database). Its lexeme keys answer a search over every conversation,
+  and with the conversation key one conversation's hits, without reading its other
+  entries. A plain word or prefix needs no recheck, so the words are read again only on
+  a lossy bitmap page. Needs btree_gin (a trusted extension, migration 0011).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from django.db import connection, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import BooleanField, F, Func
 from django.db.models.expressions import Col
@@ -26,7 +30,10 @@ from conversations.core.search import Query
 
 ENTRIES = "conversations_searchentry"
 FTS = "conversations_searchentry_fts"
-GIN = "conversations_searchentry_lexemes_gin"
+GIN = "conversations_searchentry_words_gin"
+# The lexemes of an entry's words, verbatim (no parser, no configuration): the index's
+# expression, which a condition must repeat exactly for the planner to use the index.
+LEXEMES = "array_to_tsvector(string_to_array({words}, ' '))"
 
 SQLITE_INSTALL = [
     # 'ascii' splits only on ASCII punctuation and space: the words stay as core made
@@ -54,16 +61,14 @@ SQLITE_UNINSTALL = [
     f"DROP TABLE IF EXISTS {FTS}",
 ]
 POSTGRES_INSTALL = [
-    # array_to_tsvector takes the words as lexemes, verbatim: no parser, no configuration.
-    f"""ALTER TABLE {ENTRIES} ADD COLUMN lexemes tsvector
-        GENERATED ALWAYS AS (array_to_tsvector(string_to_array(words, ' '))) STORED""",
-    # No pending list: every query would read it all (up to 4 MB) before the index.
-    f"CREATE INDEX {GIN} ON {ENTRIES} USING gin (lexemes) WITH (fastupdate = off)",
+    "CREATE EXTENSION IF NOT EXISTS btree_gin",
+    # A pending list of at most 2 MB: ingest appends to it and merges it in bulk (a third
+    # of the cost of updating the tree entry by entry); a search reads it whole (~2 ms).
+    f"""CREATE INDEX {GIN} ON {ENTRIES}
+        USING gin (conversation_id, ({LEXEMES.format(words="words")}))
+        WITH (fastupdate = on, gin_pending_list_limit = 2048)""",
 ]
-POSTGRES_UNINSTALL = [
-    f"DROP INDEX IF EXISTS {GIN}",
-    f"ALTER TABLE {ENTRIES} DROP COLUMN IF EXISTS lexemes",
-]
+POSTGRES_UNINSTALL = [f"DROP INDEX IF EXISTS {GIN}"]
 
 
 def _statements(connection: BaseDatabaseWrapper, *, install: bool) -> list[str]:
@@ -93,6 +98,58 @@ def _run(connection: BaseDatabaseWrapper, statements: Iterable[str]) -> None:
             cursor.execute(statement)
 
 
+# What `through_index` asks of PostgreSQL's planner: no plan that reads entries one by one
+# (each would split its words again: tens of microseconds an entry), and room for the
+# index's bitmap to stay exact (a lossy page has each of its entries split again). No JIT:
+# compiling costs more than these short queries.
+THROUGH_INDEX = {
+    "enable_seqscan": "off",
+    "enable_indexscan": "off",
+    "work_mem": "64MB",
+    "jit": "off",
+}
+# What `along_entries` asks: a walk in (message, block) order along the entries' btree,
+# stopping at the first match, never a bitmap of a whole conversation's entries (the GIN
+# index's conversation key would offer one).
+ALONG_ENTRIES = {"enable_bitmapscan": "off", "jit": "off"}
+
+
+@contextmanager
+def through_index() -> Iterator[None]:
+    """Inside, PostgreSQL answers a search's conditions from the GIN index (a bitmap of
+    the entries holding the words), never by reading entries in another order and
+    checking each. The planner's settings are restored on the way out; on SQLite, whose
+    FTS5 table is always asked, nothing changes."""
+    with _planner(THROUGH_INDEX):
+        yield
+
+
+@contextmanager
+def along_entries() -> Iterator[None]:
+    """Inside, PostgreSQL walks entries in order along the btree (`Matches(indexed=False)`
+    checks each): for words common enough to be met within a few entries."""
+    with _planner(ALONG_ENTRIES):
+        yield
+
+
+@contextmanager
+def _planner(settings: dict[str, str]) -> Iterator[None]:
+    if connection.vendor != "postgresql":
+        yield
+        return
+    with transaction.atomic(), connection.cursor() as cursor:
+        names = list(settings)
+        # Read before set: a select list is evaluated from left to right.
+        reads = ", ".join(f"current_setting('{name}')" for name in names)
+        sets = ", ".join("set_config(%s, %s, true)" for _ in names)
+        cursor.execute(f"SELECT {reads}, {sets}", [v for n in names for v in (n, settings[n])])
+        before = cursor.fetchone()[: len(names)]
+        yield
+        # (On an error the rollback of the transaction or savepoint restores them.)
+        restore = [v for n, b in zip(names, before, strict=True) for v in (n, b)]
+        cursor.execute(f"SELECT {sets}", restore)
+
+
 def fts5_query(query: Query) -> str:
     """An FTS5 MATCH expression: every word as a quoted string, so no query syntax
     (NEAR, `*`, `:`, `^`, quotes) ever reaches FTS5 from the user."""
@@ -113,15 +170,19 @@ def _quoted(word: str, quote: str) -> str:
 
 
 class Matches(Func):
-    """A condition on SearchEntry: its words hold every word of `query` (not empty)."""
+    """A condition on SearchEntry: its words hold every word of `query` (not empty).
+
+    `indexed=False` (PostgreSQL) checks each entry it is given instead of asking the
+    index: for a walk along another index that meets a match within a few entries."""
 
     output_field = BooleanField()
     conditional = True
 
-    def __init__(self, query: Query) -> None:
+    def __init__(self, query: Query, *, indexed: bool = True) -> None:
         if query.empty:
             raise ValueError("an empty query matches nothing; do not run it")
         self.query = query
+        self.indexed = indexed
         super().__init__(F("id"), F("words"))
 
     def as_sql(
@@ -150,5 +211,23 @@ class Matches(Func):
         words = self.source_expressions[1]
         if not isinstance(words, Col):
             raise TypeError(f"Matches needs the entry's own words, not {words!r}")
-        lexemes = f"{compiler.quote_name_unless_alias(words.alias)}.lexemes"
-        return f"{lexemes} @@ %s::tsquery", (tsquery(self.query),)
+        column = f"{compiler.quote_name_unless_alias(words.alias)}.words"
+        if self.indexed:
+            return f"{LEXEMES.format(words=column)} @@ %s::tsquery", (tsquery(self.query),)
+        # Checked entry by entry, as text (twenty times cheaper than making the entry's
+        # lexemes again, and never the index's expression).
+        return as_text(self.query, column)
+
+
+def as_text(query: Query, column: str) -> tuple[str, tuple[str, ...]]:
+    """PostgreSQL: a condition that the words in `column` hold every word of `query`,
+    checked as text: the words are single-spaced, so a word is " w " in " words " and a
+    prefix " p" in " words"."""
+    terms = [(f"(' ' || {column} || ' ')", f"% {_like(w)} %") for w in query.words]
+    terms += [(f"(' ' || {column})", f"% {_like(p)}%") for p in query.prefixes]
+    sql = " AND ".join(f"{text} LIKE %s ESCAPE '\\'" for text, _ in terms)
+    return f"({sql})", tuple(pattern for _, pattern in terms)
+
+
+def _like(word: str) -> str:
+    return word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -70,7 +70,9 @@ def list_pager(page: Page[Any], *, q: str, filters: ListFilters) -> Pager | None
     return Pager(
         newer=list_query(q=q, filters=filters, page=newer) if newer else "",
         older=list_query(q=q, filters=filters, page=older) if older else "",
-        label=f"Page {page.number:,} of {page.paginator.num_pages:,}",
+        # A search's count stops at a cap (`selectors.CappedPaginator`): "of 40+".
+        label=f"Page {page.number:,} of {page.paginator.num_pages:,}"
+        + ("+" if getattr(page.paginator, "capped", False) else ""),
     )
 
 

@@ -50,7 +50,8 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
             found = alert_reads.with_open_alerts(found)
     except QueryError as exc:
         found, error = Conversation.objects.none(), exc.message
-    page = Paginator(found, PER_PAGE).get_page(request.GET.get("page"))
+    paginator = selectors.CappedPaginator if q else Paginator
+    page = paginator(found, PER_PAGE).get_page(request.GET.get("page"))
     conversations = list(page)
     hits = selectors.search_hits(conversations, q) if q and not error else {}
     context = {

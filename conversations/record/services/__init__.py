@@ -6,7 +6,8 @@ atomic and announces what it stored on commit. One file a domain:
 
 - `conversations`: create, describe, delete, prune; the row lock appends hold
 - `appending`: messages and blocks (`inserts`: the multi-row INSERTs; `search_entries`:
-  the search entries stored with titles and blocks)
+  the search entries stored with titles and blocks; `finder_marks`: the finder's marks of
+  error results and unanswered calls)
 - `imports`: transcript files; `following`: `manage.py tail` and OTLP traces
 - `notes`: operators' notes on messages (docs/contract.md §10)
 - `sharing`: share links; `api_tokens`: API tokens; `idempotency`: Idempotency-Key answers

@@ -28,6 +28,7 @@ from conversations.record.services import token_figures
 from conversations.record.services.alerts import alerts_on_commit
 from conversations.record.services.conversations import _lock
 from conversations.record.services.errors import IngestError
+from conversations.record.services.finder_marks import _mark_problems
 from conversations.record.services.inserts import _bulk_insert
 from conversations.record.services.search_entries import _insert_search_entries, _search_entries
 
@@ -116,6 +117,7 @@ def _append(
                 for entry in _search_entries(message, message_rows)
             ],
         )
+        _mark_problems(locked, list(zip(stored, rows, strict=True)))
         added_blocks = sum(len(blocks) for _, blocks, _ in messages)
         # The list row's state: errors add up; the last message's open calls replace the
         # previous last message's; the latest model named is kept.
@@ -169,6 +171,7 @@ def block_append(*, message: Message, block: BlockIn) -> Block:
         token_figures.block_added(locked, current, row)
         row.save(force_insert=True)
         _insert_search_entries(locked, _search_entries(current, [row]))
+        _mark_problems(locked, [(current, [row])])
         Message.objects.filter(pk=current.pk).update(block_count=F("block_count") + 1)
         _touch(locked, **changes)
         message.block_count = current.block_count + 1

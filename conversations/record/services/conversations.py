@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from conversations.record import events
-from conversations.record.models import Block, Conversation, Message, SearchEntry
+from conversations.record.models import Block, Conversation, FinderMark, Message, SearchEntry
 from conversations.record.services.search_entries import _index_title
 
 
@@ -58,6 +58,7 @@ def conversation_delete(*, conversation: Conversation) -> tuple[int, int]:
         blocks, _ = Block.objects.filter(message__conversation=locked).delete()
         # Its search entries too (on SQLite the FTS5 index follows by trigger).
         SearchEntry.objects.filter(conversation=locked).delete()
+        FinderMark.objects.filter(conversation=locked).delete()
         messages, _ = Message.objects.filter(conversation=locked).only("pk").delete()
         Conversation.objects.filter(pk=locked.pk).delete()
         events.publish_on_commit(
