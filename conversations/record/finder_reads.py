@@ -393,8 +393,13 @@ def search_page(
     places = places[:HITS_PAGE]
     if before is not None:
         places.reverse()
-    # The blocks' hits: all held when fewer than `most`; else more than COUNT_CAP.
-    total = (len(held) if len(held) <= most else COUNT_CAP + 1) + notes_found
+    # The blocks' hits: all held when `most` or fewer; else, when `most` is COUNT_CAP, the
+    # total is already known capped.
+    if len(held) <= most:
+        total = len(held)
+    else:
+        total = COUNT_CAP + 1 if most == COUNT_CAP else _capped_count(indexed)
+    total += notes_found
     offset: int | None = None
     if places and after is None and before is None:
         offset = 0  # from the start: nothing is ahead, and nothing need count it
