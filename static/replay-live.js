@@ -242,7 +242,22 @@ function keepNoteForms(old, article) {
   if (!old || !fresh) { return; }
   var adding = old.querySelector(".note-add");
   var blank = fresh.querySelector(".note-add");
-  if (adding && blank) { blank.replaceWith(adding); htmx.process(adding); }
+  // Kept only while in use (open, or with something typed); its block choices are the
+  // fresh form's, since the message may have grown a block.
+  var inUse = adding && (adding.open || Array.prototype.some.call(
+    adding.querySelectorAll("textarea, input[type=text]"), function (f) { return f.value; }));
+  if (inUse && blank) {
+    var choice = adding.querySelector("select");
+    var offered = blank.querySelector("select");
+    if (choice && offered) {
+      var chosen = choice.value;
+      choice.replaceChildren.apply(choice, Array.prototype.map.call(
+        offered.options, function (o) { return o.cloneNode(true); }));
+      choice.value = chosen;
+    }
+    blank.replaceWith(adding);
+    htmx.process(adding);
+  }
   old.querySelectorAll(".note.editing").forEach(function (item) {
     var same = fresh.querySelector("#" + item.id);
     if (same) { same.replaceWith(item); htmx.process(item); }

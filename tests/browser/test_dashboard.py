@@ -268,7 +268,7 @@ def test_hostile_content_is_shown_as_text_and_runs_nothing(operator_page):
     page.get_by_role("link", name="Anthropic").click()
     expect(page.locator("#m-0 .projection .note")).to_be_visible()
     assert_inert()
-    page.locator("#m-2 details summary").click()
+    page.locator("#m-2 details summary", has_text="Show reasoning").click()
     assert_inert()
 
 
