@@ -20,6 +20,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.test import Client
 from django.utils import timezone
+from prometheus_client import REGISTRY
 
 from conversations.core import alerts as core
 from conversations.record import alert_loop, services
@@ -93,6 +94,7 @@ def test_an_alert_is_posted_as_signed_json_with_its_delivery_id(receiver: Receiv
 def test_a_receiver_that_fails_twice_gets_it_on_the_third_attempt(settings: Any) -> None:
     settings.REPLAY_WEBHOOK_RETRY_SECONDS = 1
     receiver = Receiver(lambda request, seen: (500 if seen < 2 else 204, {}))
+    counted_before = {outcome: attempts_counted(outcome) for outcome in ("pending", "delivered")}
     try:
         rule = services.alert_rule_create(kind="tool_error", webhook_url=receiver.url)
         alert = fire(rule)
@@ -109,6 +111,14 @@ def test_a_receiver_that_fails_twice_gets_it_on_the_third_attempt(settings: Any)
     attempts = list(DeliveryAttempt.objects.values_list("number", "status_code", "error"))
     assert attempts == [(1, 500, "answered 500"), (2, 500, "answered 500"), (3, 204, "")]
     assert Delivery.objects.get(alert=alert).state == "delivered"
+    # /metrics (docs/contract.md §5) counts each attempt by what it left the delivery as.
+    assert attempts_counted("pending") - counted_before["pending"] == 2
+    assert attempts_counted("delivered") - counted_before["delivered"] == 1
+
+
+def attempts_counted(outcome: str) -> float:
+    found = REGISTRY.get_sample_value("replay_webhook_attempts_total", {"outcome": outcome})
+    return found or 0.0
 
 
 def test_a_receiver_that_hangs_is_given_up_on_after_10_seconds() -> None:

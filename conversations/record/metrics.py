@@ -32,6 +32,13 @@ BROADCAST_FAILURES = Counter(
     "replay_broadcast_failures", "Events the channel layer did not take (logged, then dropped)."
 )
 
+# Alerts' webhooks (docs/contract.md §11): each attempt, by what it left the delivery as.
+WEBHOOK_ATTEMPTS = Counter(
+    "replay_webhook_attempts",
+    "Webhook delivery attempts, by outcome (delivered, pending: retried later, failed: given up).",
+    ["outcome"],
+)
+
 
 def ingested(*, messages: int = 0, blocks: int = 0) -> None:
     MESSAGES.inc(messages)

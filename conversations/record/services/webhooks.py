@@ -15,6 +15,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from conversations.core import alerts as core
+from conversations.record import metrics
 from conversations.record.models import Delivery, DeliveryAttempt, DeliveryState
 
 CLAIM_BATCH = 20  # deliveries one process sends at once
@@ -109,6 +110,8 @@ def deliveries_attempted(outcomes: Sequence[Outcome]) -> None:
             Delivery.objects.filter(pk=o.claimed.delivery_id).update(
                 state=state, next_attempt_at=when, last_error=core.cut(o.error, core.ERROR_CHARS)
             )
+            outcome = "delivered" if ok else str(state)  # "pending": to be retried
+            transaction.on_commit(metrics.WEBHOOK_ATTEMPTS.labels(outcome).inc)
 
 
 def delivery_redeliver(*, delivery: Delivery) -> None:
