@@ -156,7 +156,7 @@ def measure(vendor: str, results: Results) -> None:
                    paired_ratio(pages["some"], pages["plain"]), PAGE_RATIO_TARGET, "×")  # fmt: skip
     query_plan = plan()
     print(f"  plan: {query_plan}", flush=True)
-    index = "conversations_note_fts" if vendor == "sqlite" else "note_lexemes_gin"
+    index = "conversations_note_fts" if vendor == "sqlite" else "note_words_gin"
     results.target(f"{vendor}: the notes' search uses their full-text index",
                    int(index in query_plan), 1, "", op="=")  # fmt: skip
     connection.close()

@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.db import connection
 from django.test import Client
 
 from conversations.record import services
@@ -443,6 +444,20 @@ def test_projection_payload_copies_and_counts_are_byte_identical_with_notes(
 
 
 # -- found ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's plan")
+def test_note_search_can_use_the_notes_own_index(db: None) -> None:
+    """`q` asks the notes' words as `Matches` asks them; the notes' GIN index is over that
+    very expression (0016), so the planner may answer from it, not read every note."""
+    from conversations.record import note_reads
+
+    sql, params = note_reads.conversations_with_note_words("needle").query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(f"EXPLAIN {sql}", params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "conversations_note_words_gin" in plan, plan
 
 
 def test_q_finds_note_text_in_the_list_the_api_and_the_finder(

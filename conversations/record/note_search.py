@@ -1,8 +1,8 @@
 """The full-text index over `Note.words` (docs/contract.md §10: `q` finds note text).
 
 Kept apart from the blocks' index (`record.search`), built the same way: SQLite an FTS5
-table whose content is the note table, kept by triggers; PostgreSQL a stored tsvector
-column with a GIN index. A query is `NoteMatches`, the blocks' `Matches` pointed at it.
+table whose content is the note table, kept by triggers; PostgreSQL a GIN index over the
+words' lexemes. A query is `NoteMatches`, the blocks' `Matches` pointed at it.
 """
 
 from __future__ import annotations
@@ -14,46 +14,13 @@ from django.db.models.sql.compiler import SQLCompiler
 
 from conversations.record.search import Matches, fts5_query
 
-NOTES = "conversations_note"
-FTS = "conversations_note_fts"
-GIN = "conversations_note_lexemes_gin"
-
-SQLITE_INSTALL = [
-    f"""CREATE VIRTUAL TABLE {FTS} USING fts5(
-        words, content='{NOTES}', content_rowid='id',
-        tokenize='ascii', detail='none', columnsize=0)""",
-    f"""CREATE TRIGGER {FTS}_insert AFTER INSERT ON {NOTES} BEGIN
-        INSERT INTO {FTS}(rowid, words) VALUES (new.id, new.words);
-    END""",
-    f"""CREATE TRIGGER {FTS}_delete AFTER DELETE ON {NOTES} BEGIN
-        INSERT INTO {FTS}({FTS}, rowid, words) VALUES ('delete', old.id, old.words);
-    END""",
-    f"""CREATE TRIGGER {FTS}_update AFTER UPDATE ON {NOTES} BEGIN
-        INSERT INTO {FTS}({FTS}, rowid, words) VALUES ('delete', old.id, old.words);
-        INSERT INTO {FTS}(rowid, words) VALUES (new.id, new.words);
-    END""",
-    f"INSERT INTO {FTS}({FTS}) VALUES ('rebuild')",
-]
-SQLITE_UNINSTALL = [
-    f"DROP TRIGGER IF EXISTS {FTS}_insert",
-    f"DROP TRIGGER IF EXISTS {FTS}_delete",
-    f"DROP TRIGGER IF EXISTS {FTS}_update",
-    f"DROP TABLE IF EXISTS {FTS}",
-]
-POSTGRES_INSTALL = [
-    f"""ALTER TABLE {NOTES} ADD COLUMN lexemes tsvector
-        GENERATED ALWAYS AS (array_to_tsvector(string_to_array(words, ' '))) STORED""",
-    f"CREATE INDEX {GIN} ON {NOTES} USING gin (lexemes) WITH (fastupdate = off)",
-]
-POSTGRES_UNINSTALL = [
-    f"DROP INDEX IF EXISTS {GIN}",
-    f"ALTER TABLE {NOTES} DROP COLUMN IF EXISTS lexemes",
-]
+FTS = "conversations_note_fts"  # SQLite's FTS5 table over the notes' words (0012_notes)
+# PostgreSQL: a GIN index over the expression `Matches` asks (0016_note_words_index).
 
 
 class NoteMatches(Matches):
-    """A condition on Note: its words hold every word of the query (PostgreSQL: the
-    `lexemes` column of the note's own table, as `Matches` reads it)."""
+    """A condition on Note: its words hold every word of the query (PostgreSQL: as
+    `Matches` asks it, through the notes' own expression index)."""
 
     def as_sqlite(
         self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra_context: Any
