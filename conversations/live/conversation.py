@@ -7,6 +7,7 @@ conversation's changes, and this consumer reads, renders and sends what it needs
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Hashable, Sequence
@@ -27,6 +28,9 @@ from conversations.record import events
 log = logging.getLogger(__name__)
 
 
+REPORT_GRACE = 0.5  # seconds a new socket's changes wait for its page's resume report
+
+
 class ConversationConsumer(Watcher):
     """One conversation's socket: the page's messages, kept current."""
 
@@ -44,6 +48,11 @@ class ConversationConsumer(Watcher):
         # reports interleave.
         self.lock = asyncio.Lock()
         self.behind = bursts.Positions()  # changes it was too busy to take with the others
+        # A page reports what it holds as soon as its socket opens (replay-live.js). Until
+        # that report (or REPORT_GRACE), changes wait on the socket's own path: sent before
+        # it, a change after a message the page lacks would reach the page before the
+        # resync brings that message (a reconnect after the layer lost events).
+        self.reported = asyncio.Event()
 
     def parse(self) -> int | None:
         self.conversation_id = str(self.scope["url_route"]["kwargs"]["conversation_id"])
@@ -95,7 +104,12 @@ class ConversationConsumer(Watcher):
     def ready(self) -> bool:
         """Free to take a change with the others of its view now: open, not busy, and
         with nothing of its own still to catch up."""
-        return self.hub is not None and not self.lock.locked() and not self.behind
+        return (
+            self.hub is not None
+            and self.reported.is_set()
+            and not self.lock.locked()
+            and not self.behind
+        )
 
     def fall_behind(self, positions: Sequence[tuple[int, int]]) -> None:
         """Take these positions on its own path, after whatever it is busy with."""
@@ -105,6 +119,12 @@ class ConversationConsumer(Watcher):
 
     async def catch_up(self) -> None:
         try:
+            if not self.reported.is_set():  # a page that never reports waits no longer
+                async with self.lock:  # held while the socket opens: its report follows
+                    pass
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.reported.wait(), REPORT_GRACE)
+                self.reported.set()
             while self.behind and not self.closing:
                 async with self.lock:
                     await self._changed(self.behind.take())
@@ -123,6 +143,7 @@ class ConversationConsumer(Watcher):
         async with self.lock:
             self.window.reported(report)
             await self._resync()
+        self.reported.set()
 
     async def resync(self) -> None:
         async with self.lock:
