@@ -102,8 +102,9 @@ class ConversationConsumer(Watcher):
             await hub.unsubscribe(self)
 
     def ready(self) -> bool:
-        """Free to take a change with the others of its view now: open, not busy, and
-        with nothing of its own still to catch up."""
+        """Free to take a change with the others of its view now: open, its page's resume
+        report heard (or not awaited any longer), not busy, and with nothing of its own
+        still to catch up."""
         return (
             self.hub is not None
             and self.reported.is_set()
