@@ -46,10 +46,18 @@ class PolicyResult:
     note: str
     known: dict[int, set[int]] = dataclasses.field(default_factory=dict, compare=False)
 
-    def in_window(self, seq: int, message: replay.StoredMessage) -> replay.StoredMessage:
-        """Message `seq` (as the window read it) with the policy's replacements."""
-        blocks = tuple(self.changes.get((seq, j), b) for j, b in enumerate(message.blocks))
+    def in_window(
+        self, seq: int, message: replay.StoredMessage, offset: int = 0
+    ) -> replay.StoredMessage:
+        """Message `seq` (as the window read it: its blocks from block `offset`) with the
+        policy's replacements."""
+        blocks = tuple(self.changes.get((seq, offset + j), b) for j, b in enumerate(message.blocks))
         return replay.StoredMessage(message.role, blocks)
+
+    def whole(self) -> Mapping[tuple[int, int], replay.Block]:
+        """Every block the policy changes, by (message seq, block seq), with its
+        replacement."""
+        return self.changes
 
     def changed_from(self, seq: int) -> set[int]:
         """The seqs at or after `seq` of the messages the policy changes."""
@@ -68,6 +76,9 @@ class CutoffResult(PolicyResult):
     marker: str = ""
     cutoff: tuple[int, int] | None = None  # (message seq, block seq): blocks before change
     kept: frozenset[int] = frozenset()  # message seqs whose blocks do not change
+    known_changes: Mapping[tuple[int, int], replay.Block] | None = dataclasses.field(
+        default=None, compare=False
+    )  # `whole()`, once read
 
     def _changes(self, seq: int, j: int, block: replay.Block) -> bool:
         if kind_of(block) != self.kind or prose_marker(block) == self.marker:
@@ -76,23 +87,45 @@ class CutoffResult(PolicyResult):
             return (seq, j) < self.cutoff
         return seq not in self.kept
 
-    def in_window(self, seq: int, message: replay.StoredMessage) -> replay.StoredMessage:
+    def in_window(
+        self, seq: int, message: replay.StoredMessage, offset: int = 0
+    ) -> replay.StoredMessage:
         blocks = tuple(
-            _cleared(b, self.marker) if self._changes(seq, j, b) else b
+            _cleared(b, self.marker) if self._changes(seq, offset + j, b) else b
             for j, b in enumerate(message.blocks)
         )
         return replay.StoredMessage(message.role, blocks)
 
-    def changed_from(self, seq: int) -> set[int]:
+    def _rows(self, seq: int = 0) -> Any:
+        """The changed blocks of the messages from `seq` on: one query (no text read)."""
         rows = Block.objects.filter(
             message__conversation=self.conversation, type=self.kind, message__seq__gte=seq
         ).exclude(text=self.marker)
         if self.cutoff is not None:
             at, block = self.cutoff
-            rows = rows.filter(Q(message__seq__lt=at) | Q(message__seq=at, seq__lt=block))
-        else:
-            rows = rows.exclude(message__seq__in=list(self.kept))
-        return set(rows.order_by().values_list("message__seq", flat=True).distinct())
+            return rows.filter(Q(message__seq__lt=at) | Q(message__seq=at, seq__lt=block))
+        return rows.exclude(message__seq__in=list(self.kept))
+
+    def changed_from(self, seq: int) -> set[int]:
+        rows = self._rows(seq).order_by().values_list("message__seq", flat=True).distinct()
+        return set(rows)
+
+    def whole(self) -> Mapping[tuple[int, int], replay.Block]:
+        found = self.known_changes
+        if found is None:
+            rows = self._rows().order_by("message__seq", "seq")
+            found = {
+                (seq, block): _cleared(
+                    replay.ToolResultBlock(call_id, name, "", is_error)
+                    if self.kind == "tool_result" else replay.ReasoningBlock(""),
+                    self.marker,
+                )
+                for seq, block, call_id, name, is_error in rows.values_list(
+                    "message__seq", "seq", "call_id", "name", "is_error"
+                )
+            }  # fmt: skip
+            object.__setattr__(self, "known_changes", found)
+        return found
 
 
 def prose_marker(block: replay.Block) -> str:
@@ -129,23 +162,36 @@ def _cutoff_result(conversation: Conversation, policy: Policy) -> CutoffResult |
             found = next(iter(latest), None)
             if found is None:  # no more results than it keeps
                 return CutoffResult(
-                    {}, 0, "", conversation=conversation, kind="tool_result",
-                    marker=compact.CLEARED_RESULT, cutoff=(-1, -1),
+                    {}, 0, _within_keep(conversation, policy.keep), conversation=conversation,
+                    kind="tool_result", marker=compact.CLEARED_RESULT, cutoff=(-1, -1),
                 )  # fmt: skip
         return CutoffResult(
-            {}, 0, "", conversation=conversation, kind="tool_result",
-            marker=compact.CLEARED_RESULT, cutoff=found if found is not None else (1 << 62, 0),
+            {}, 0, _within_keep(conversation, policy.keep), conversation=conversation,
+            kind="tool_result", marker=compact.CLEARED_RESULT,
+            cutoff=found if found is not None else (1 << 62, 0),
         )  # fmt: skip
     if policy.name == "clear_thinking":
         assistant = Message.objects.filter(conversation=conversation, role="assistant")
         kept = frozenset(assistant.order_by("-seq").values_list("seq", flat=True)[: policy.keep])
         if not policy.keep:
             kept = frozenset()
+        outside = Block.objects.filter(message__conversation=conversation, type="reasoning")
+        note = "" if outside.exclude(message__seq__in=list(kept)).exists() else (
+            "No reasoning outside the kept assistant turns."
+        )  # fmt: skip
         return CutoffResult(
-            {}, 0, "", conversation=conversation, kind="reasoning",
+            {}, 0, note, conversation=conversation, kind="reasoning",
             marker=compact.CLEARED_REASONING, cutoff=None, kept=kept,
         )  # fmt: skip
     return None
+
+
+def _within_keep(conversation: Conversation, keep: int) -> str:
+    """microcompact's note when the record holds no more tool results than it keeps (as the
+    pure policy says it; "" otherwise): one count of at most keep + 1 rows."""
+    results = Block.objects.filter(message__conversation=conversation, type="tool_result")
+    n = results.order_by()[: keep + 1].count()
+    return f"{n} tool results, all within keep={keep}." if n <= keep else ""
 
 
 # (conversation, its state, policy, toggles, input tokens) → what the policy does; and
@@ -195,7 +241,10 @@ def _compacted_blocks(
     if policy.name == "boundary":
         seqs = compact.boundary_seqs(conversation.metadata)
         last = max(seqs) if seqs else 0
-        return PolicyResult({}, last, "" if seqs else "No compaction boundary is stored.")
+        note = f"From the boundary before message #{last}." if seqs else (
+            "No compaction boundary is stored."
+        )  # fmt: skip
+        return PolicyResult({}, last, note)
     kinds = LOOKED_AT[policy.name]
     rows = (
         Block.objects.filter(message__conversation=conversation, type__in=kinds)
