@@ -14,17 +14,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.db.models.functions import Substr
 
-from conversations.core import compact, replay
+from conversations.core import compact, replay, tokens
 from conversations.core.blocks import kind_of
 from conversations.core.compact import Policy
 from conversations.record.models import Block, Conversation, Message
 from conversations.record.rows import block_value
 from conversations.record.selectors import preview_rows
+from conversations.record.services.token_figures import stats
 from conversations.record.token_counts import LRU
 
 MARKER_CHARS = 64  # longer than every policy's marker
@@ -36,6 +37,32 @@ LOOKED_AT: dict[compact.PolicyName, tuple[str, ...]] = {
 }
 
 
+class Changed(NamedTuple):
+    """A block a policy changes: its replacement, its own stored count, its message's role
+    and the replacement's own count (what the request after the policy counts differently:
+    `preview_counts`)."""
+
+    block: replay.Block
+    tokens: int
+    role: str
+    own: int
+
+
+class _Markers:
+    """Each distinct replacement's own count (default toggles, as stored): a policy's few
+    markers, each counted once."""
+
+    def __init__(self) -> None:
+        self.known: dict[Any, int] = {}
+
+    def own(self, key: Any, block: replay.Block) -> int:
+        found = self.known.get(key)
+        if found is None:
+            found = self.known[key] = tokens.block_tokens(block, vision=True, shape="openai")
+            stats["blocks_counted"] += 1
+        return found
+
+
 @dataclass(frozen=True)
 class PolicyResult:
     """What a policy does to the whole record: each changed block's replacement by (message
@@ -45,6 +72,10 @@ class PolicyResult:
     kept_from: int
     note: str
     known: dict[int, set[int]] = dataclasses.field(default_factory=dict, compare=False)
+    counted: dict[int, int] = dataclasses.field(default_factory=dict, compare=False)
+    stored: Mapping[tuple[int, int], tuple[int, str]] = dataclasses.field(
+        default_factory=dict, compare=False
+    )  # each changed block's own stored count and its message's role
 
     def in_window(
         self, seq: int, message: replay.StoredMessage, offset: int = 0
@@ -54,14 +85,26 @@ class PolicyResult:
         blocks = tuple(self.changes.get((seq, offset + j), b) for j, b in enumerate(message.blocks))
         return replay.StoredMessage(message.role, blocks)
 
-    def whole(self) -> Mapping[tuple[int, int], replay.Block]:
-        """Every block the policy changes, by (message seq, block seq), with its
-        replacement."""
-        return self.changes
+    def whole(self) -> Mapping[tuple[int, int], Changed]:
+        """Every block the policy changes, by (message seq, block seq)."""
+        markers = _Markers()
+        return {
+            key: Changed(new, *self.stored[key], markers.own(replay.prose(new), new))
+            for key, new in self.changes.items()
+        }
 
     def changed_from(self, seq: int) -> set[int]:
         """The seqs at or after `seq` of the messages the policy changes."""
         return {s for s, _ in self.changes if s >= seq}
+
+    def count_from(self, seq: int) -> int:
+        """How many messages at or after `seq` the policy changes."""
+        return len(self.changed_from(seq))
+
+    def unchanged(self, rows: Any) -> tuple[Any, int]:
+        """Block rows without those the policy changes, in SQL where it can be said there,
+        and how many more rows to read for the ones left to leave out here."""
+        return rows, len(self.changes)
 
 
 @dataclass(frozen=True)
@@ -76,7 +119,7 @@ class CutoffResult(PolicyResult):
     marker: str = ""
     cutoff: tuple[int, int] | None = None  # (message seq, block seq): blocks before change
     kept: frozenset[int] = frozenset()  # message seqs whose blocks do not change
-    known_changes: Mapping[tuple[int, int], replay.Block] | None = dataclasses.field(
+    known_changes: Mapping[tuple[int, int], Changed] | None = dataclasses.field(
         default=None, compare=False
     )  # `whole()`, once read
 
@@ -110,20 +153,36 @@ class CutoffResult(PolicyResult):
         rows = self._rows(seq).order_by().values_list("message__seq", flat=True).distinct()
         return set(rows)
 
-    def whole(self) -> Mapping[tuple[int, int], replay.Block]:
+    def count_from(self, seq: int) -> int:
+        # Counted in SQL: a diff's count of differing messages reads one number.
+        return int(self._rows(seq).aggregate(n=Count("message_id", distinct=True))["n"])
+
+    def unchanged(self, rows: Any) -> tuple[Any, int]:
+        changed = Q(type=self.kind) & ~Q(text=self.marker)
+        if self.cutoff is not None:
+            at, block = self.cutoff
+            changed &= Q(message__seq__lt=at) | Q(message__seq=at, seq__lt=block)
+        else:
+            changed &= ~Q(message__seq__in=list(self.kept))
+        return rows.exclude(changed), 0
+
+    def whole(self) -> Mapping[tuple[int, int], Changed]:
         found = self.known_changes
         if found is None:
             rows = self._rows().order_by("message__seq", "seq")
-            found = {
-                (seq, block): _cleared(
+            markers = _Markers()
+            found = {}
+            for seq, block, call_id, name, is_error, n, role in rows.values_list(
+                "message__seq", "seq", "call_id", "name", "is_error", "tokens", "message__role"
+            ):
+                new = _cleared(
                     replay.ToolResultBlock(call_id, name, "", is_error)
                     if self.kind == "tool_result" else replay.ReasoningBlock(""),
                     self.marker,
-                )
-                for seq, block, call_id, name, is_error in rows.values_list(
-                    "message__seq", "seq", "call_id", "name", "is_error"
-                )
-            }  # fmt: skip
+                )  # fmt: skip
+                # Its count depends on its prose: the marker, and a result's name and flag.
+                own = markers.own((name, is_error), new)
+                found[(seq, block)] = Changed(new, n or 0, role, own)
             object.__setattr__(self, "known_changes", found)
         return found
 
@@ -205,6 +264,14 @@ def _state(conversation: Conversation) -> tuple[Any, ...]:
         conversation.id, conversation.message_count, conversation.block_count,
         repr(compact.boundary_seqs(conversation.metadata)),
     )  # fmt: skip
+
+
+def count_from(result: PolicyResult, seq: int) -> int:
+    """`result.count_from(seq)`, kept with the result (per record state)."""
+    found = result.counted.get(seq)
+    if found is None:
+        found = result.counted[seq] = result.count_from(seq)
+    return found
 
 
 def changed_from(result: PolicyResult, seq: int) -> set[int]:
@@ -291,7 +358,11 @@ def _compacted_blocks(
         (seq, grouped[seq][1][j][0]): result.messages[index[seq]].blocks[j]
         for seq, j in result.changed
     }
-    return PolicyResult(changes, 0, result.note)
+    stored = {
+        (seq, grouped[seq][1][j][0]): (grouped[seq][1][j][2], grouped[seq][0])
+        for seq, j in result.changed
+    }
+    return PolicyResult(changes, 0, result.note, stored=stored)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from conversations.core import compact, replay, stored_counts, tokens
 from conversations.core import next_request as nr
-from conversations.core.blocks import BlockKind, Role
+from conversations.core.blocks import BlockKind, Role, kind_of
 from conversations.core.compact import Compacted, Policy
 from conversations.core.options import ReplayOptions
 from conversations.core.stored_counts import StoredFacts
@@ -26,12 +26,12 @@ from conversations.record import policy_reads, selectors
 from conversations.record.models import Block, Conversation, Message
 from conversations.record.rows import Counted, Headline, Pressure, Preview
 from conversations.record.token_counts import (
+    LRU,
     READ_BATCH,
     Stored,
     _counted,
     _trigger_of,
     pressure,
-    stats,
 )
 
 
@@ -46,6 +46,11 @@ def policy_result(
     )  # fmt: skip
 
 
+# (conversation, its state, toggles, view, policy) → the preview: a page of an unchanged
+# record reads only its window (the record is append-only, as for `pressure_cache`).
+preview_cache: LRU[tuple[Any, ...], Preview] = LRU(4)
+
+
 def preview(
     conversation: Conversation,
     options: ReplayOptions,
@@ -53,71 +58,48 @@ def preview(
     *,
     query: dict[str, str] | None = None,
 ) -> Preview:
-    """The request before and after `policy` (as of `upto`), from the stored figures: the
-    changed messages' blocks are read without their texts, nothing else is counted."""
-    before = pressure(conversation, options, query=query or {}, policy=policy)
+    """The request before and after `policy` (as of `upto`), from the stored figures: no
+    text is read, only the policy's markers are counted (kept per record state)."""
+    key = (
+        conversation.id, conversation.message_count, conversation.block_count,
+        repr(conversation.metadata), options, tuple(sorted((query or {}).items())), policy,
+    )  # fmt: skip
+    found = preview_cache.get(key)
+    if found is None:
+        found = _preview(conversation, options, policy, query or {})
+        preview_cache.put(key, found)
+    return found
+
+
+def _preview(
+    conversation: Conversation, options: ReplayOptions, policy: Policy, query: dict[str, str]
+) -> Preview:
+    before = pressure(conversation, options, query=query, policy=policy)
     result = policy_result(conversation, options, policy, before.total)
     changes = result.whole()
     last = before.message_total - 1
     first = result.kept_from
     dropped = min(first, conversation.message_count) if policy.name == "boundary" else 0
     compacted = Compacted((), (), frozenset(changes), dropped, result.note)
-    counts = _changed_counts(conversation, options, changes, first, last)
-    after = _after(conversation, options, before, policy, first, last, counts)
-    return Preview(before, after, compacted, policy, result.in_window)
-
-
-def _changed_counts(
-    conversation: Conversation,
-    options: ReplayOptions,
-    changes: Mapping[tuple[int, int], replay.Block],
-    first: int,
-    last: int,
-) -> dict[int, tuple[tokens.MessageCount, tokens.MessageCount]]:
-    """Each changed message in [first, last] by seq: its stored count and its count after
-    the policy (its blocks' stored counts, the changed ones' replacements counted), for
-    these toggles; READ_BATCH messages a query, no text read."""
-    by_seq: dict[int, dict[int, replay.Block]] = {}
-    for (seq, block), replacement in changes.items():
+    moved: dict[int, tuple[int, dict[str, int]]] = {}
+    kind_moves: dict[str, int] = {}  # what every change moves the request by, by kind
+    for (seq, _), changed in changes.items():
         if first <= seq <= last:
-            by_seq.setdefault(seq, {})[block] = replacement
-    seqs = sorted(by_seq)
-    own: dict[str, int] = {}  # a replacement's count, once per distinct prose
-    out: dict[int, tuple[tokens.MessageCount, tokens.MessageCount]] = {}
-    vision, shape = options.vision, options.shape
-    for start in range(0, len(seqs), READ_BATCH):
-        chunk = seqs[start : start + READ_BATCH]
-        messages = {
-            pk: (seq, role, data or {})
-            for pk, seq, role, data in Message.objects.filter(
-                conversation=conversation, seq__in=chunk
-            ).values_list("pk", "seq", "role", "counts")
-        }  # fmt: skip
-        facts: dict[int, list[StoredFacts]] = {pk: [] for pk in messages}
-        rows = (
-            Block.objects.filter(message_id__in=list(messages))
-            .order_by("message_id", "seq")
-            .values_list("message_id", "seq", "type", "tokens", "media_type", "width", "height")
-        )
-        for pk, block, kind, n, media, width, height in rows:
-            seq, _, data = messages[pk]
-            new = by_seq[seq].get(block)
-            if new is None:  # a block the policy keeps
-                blank = block in stored_counts.blank_of(data)
-                facts[pk].append(
-                    StoredFacts(cast(BlockKind, kind), n or 0, blank, media, width, height)
-                )
-                continue
-            prose = replay.prose(new)  # a replacement is never an image: its count is this
-            if prose not in own:
-                own[prose] = tokens.block_tokens(new, vision=True, shape="openai")
-                stats["blocks_counted"] += 1
-            facts[pk].append(StoredFacts(cast(BlockKind, kind), own[prose], tokens.blank(new)))
-        for pk, (seq, role, data) in messages.items():
-            now = stored_counts.exact_count(cast(Role, role), facts[pk], vision=vision,
-                                            shape=shape)  # fmt: skip
-            out[seq] = (stored_counts.count(role, data, vision=vision, shape=shape), now)
-    return out
+            # A changed block is never blank (its prose names its kind), before or after: so
+            # its message moves by what the block's own count moves, under its kind.
+            n, kinds = moved.get(seq, (0, {}))
+            kind = "system" if changed.role == "system" else kind_of(changed.block)
+            step = changed.own - changed.tokens
+            kinds[kind] = kinds.get(kind, 0) + step
+            kind_moves[kind] = kind_moves.get(kind, 0) + step
+            moved[seq] = (n + step, kinds)
+    after = _after(conversation, options, before, policy, first, last, moved, kind_moves)
+    start = max(first, before.headline.boundary or 0)
+    heavy = _largest(conversation, options, result, changes, start, last)
+    after = dataclasses.replace(
+        after, headline=dataclasses.replace(after.headline, largest=tuple(heavy))
+    )
+    return Preview(before, after, compacted, policy, result.in_window)
 
 
 def _after(
@@ -127,7 +109,8 @@ def _after(
     policy: Policy,
     first: int,
     last: int,
-    counts: Mapping[int, tuple[tokens.MessageCount, tokens.MessageCount]],
+    moved: Mapping[int, tuple[int, dict[str, int]]],
+    kind_moves: Mapping[str, int],
 ) -> Pressure:
     """The request after the policy: the stored running totals over the kept messages
     [first, last], moved by each changed message's difference. Not measured (the
@@ -135,12 +118,10 @@ def _after(
     boundaries are the record's."""
     overhead = before.payload.overhead
     stored = Stored(conversation, options, last if last >= 0 else None)
-    changed = sorted(counts)
-    moved = [0]  # moved[i]: what the first i changed messages move the running total by
+    changed = sorted(moved)
+    running = [0]  # running[i]: what the first i changed messages move the total by
     for seq in changed:
-        was, now = counts[seq]
-        moved.append(moved[-1] + now.tokens - was.tokens)
-
+        running.append(running[-1] + moved[seq][0])
     kinds: dict[str, int] = dict.fromkeys(tokens.COUNT_KINDS, 0)
     below = 0  # the estimate of the messages before `first`
     if first <= last:
@@ -149,16 +130,15 @@ def _after(
             under = Stored(conversation, options, first - 1).payload()
             below = under.total - under.overhead
             kinds = stored_counts.add_kinds(kinds, {}, under.kinds)
-        for seq in changed:
-            was, now = counts[seq]
-            kinds = stored_counts.add_kinds(kinds, now.by_kind, was.by_kind)
+        kinds = stored_counts.add_kinds(kinds, kind_moves)
 
     def through(seq: int) -> int:
         """The estimate after the policy of the messages in [first, seq], no overhead."""
         if seq < first:
             return 0
-        n = moved[bisect.bisect_right(changed, seq)]
-        return stored.through(seq) - below + n
+        if seq == last:
+            return before.total - overhead - below + running[-1]
+        return stored.through(seq) - below + running[bisect.bisect_right(changed, seq)]
 
     total = overhead + (through(last) if first <= last else 0)
     trigger = _trigger_of(policy)
@@ -188,19 +168,77 @@ def _after(
             unrecorded_tokens=head.unrecorded.tokens,
         ),  # fmt: skip
         head.unrecorded,
-        tuple(
-            nr.largest(
-                b for seq in changed if seq >= start for b in nr.heavy_blocks(seq, counts[seq][1])
-            )
-        ),  # fmt: skip
+        (),
         head.compactions,
     )
     payload = tokens.PayloadCount((), overhead, total, cast(dict[tokens.CountKind, int], kinds))
     return Pressure(
         options, payload, before.window, trigger, trigger_seq, headline,
-        max(0, last - first + 1), None, before.dropped, first=first,
-        replaced={seq: now for seq, (_, now) in counts.items()},
+        max(0, last - first + 1), None, before.dropped, first=first, moved=moved,
     )  # fmt: skip
+
+
+def _largest(
+    conversation: Conversation,
+    options: ReplayOptions,
+    result: policy_reads.PolicyResult,
+    changes: Mapping[tuple[int, int], policy_reads.Changed],
+    start: int,
+    last: int,
+) -> list[nr.HeavyBlock]:
+    """The heaviest blocks of the request after the policy, from `start` to `last`: each
+    changed block sends its replacement; every other block sends what it sent before (a
+    changed block is never blank, so no blank run around it changes), so the others are
+    found among the heaviest stored blocks the policy keeps (and, for other toggles, the
+    blocks of the messages whose count varies, as `Stored.largest` finds them)."""
+    if start > last:
+        return []
+    heavy = [
+        nr.HeavyBlock(
+            seq, block, tokens.count_kind_of(kind_of(c.block), cast(Role, c.role)), c.own,
+        )
+        for (seq, block), c in changes.items()
+        if start <= seq <= last
+    ]  # fmt: skip
+    rows = Block.objects.filter(
+        message__conversation=conversation, message__seq__gte=start, message__seq__lte=last,
+        tokens__gt=0,
+    )  # fmt: skip
+    rows, more = result.unchanged(rows)
+    wanted = 2 * nr.LARGEST + more
+    top = rows.order_by("-tokens", "message__seq", "seq").values_list("message_id", flat=True)
+    candidates = set(top[:wanted])
+    if (options.vision, options.shape) != stored_counts.DEFAULT:
+        varying = Message.objects.filter(
+            conversation=conversation, varies=True, seq__gte=start, seq__lte=last
+        ).order_by("seq")
+        candidates |= set(varying.values_list("pk", flat=True)[: 10 * nr.LARGEST])
+    messages = {
+        pk: (seq, role, data or {})
+        for pk, seq, role, data in Message.objects.filter(pk__in=candidates).values_list(
+            "pk", "seq", "role", "counts"
+        )
+    }  # fmt: skip
+    facts: dict[int, list[StoredFacts]] = {pk: [] for pk in messages}
+    found = (
+        Block.objects.filter(message_id__in=list(messages))
+        .order_by("message_id", "seq")
+        .values_list("message_id", "seq", "type", "tokens", "media_type", "width", "height")
+    )
+    for pk, block, kind, n, media, width, height in found:
+        seq, _, data = messages[pk]
+        changed = changes.get((seq, block))
+        if changed is not None:
+            facts[pk].append(StoredFacts(cast(BlockKind, kind), changed.own))
+            continue
+        blank = block in stored_counts.blank_of(data)
+        facts[pk].append(StoredFacts(cast(BlockKind, kind), n or 0, blank, media, width, height))
+    for pk, (seq, role, _) in messages.items():
+        count = stored_counts.exact_count(
+            cast(Role, role), facts[pk], vision=options.vision, shape=options.shape
+        )
+        heavy.extend(b for b in nr.heavy_blocks(seq, count) if (seq, b.block) not in changes)
+    return nr.largest(heavy)
 
 
 def compacted_payload(
@@ -294,8 +332,18 @@ def _every(conversation: Conversation, p: Pressure) -> Iterator[Counted]:
             return
         for seq, role, data, metadata, blocks in rows:
             counted = _counted(seq, role, data, metadata, blocks, p.options)
-            replaced = p.replaced.get(seq)
-            yield counted if replaced is None else dataclasses.replace(counted, count=replaced)
+            moved = p.moved.get(seq)
+            if moved is not None:
+                was = counted.count
+                count = tokens.MessageCount(
+                    was.tokens + moved[0],
+                    cast(dict[tokens.CountKind, int], stored_counts.add_kinds(was.by_kind,
+                                                                              moved[1])),
+                    was.framing,
+                    (),
+                )  # fmt: skip
+                counted = dataclasses.replace(counted, count=count)
+            yield counted
         after = rows[-1][0]
 
 

@@ -241,10 +241,10 @@ class Pressure:
     messages: tuple[Counted, ...] = ()
     cumulative: tuple[int, ...] = ()  # with `messages`: overhead + each up to and including it
     # A compaction preview's `after`: the messages counted start at `first` (a boundary
-    # leaves out those before it), and the ones the policy changed count `replaced` (by
-    # seq); every other one counts its stored figures.
+    # leaves out those before it), and the ones the policy changed count their stored
+    # figures moved by `moved` (by seq: tokens, and tokens by kind).
     first: int = 0
-    replaced: Mapping[int, tokens.MessageCount] = field(default_factory=dict)
+    moved: Mapping[int, tuple[int, Mapping[str, int]]] = field(default_factory=dict)
 
     @property
     def total(self) -> int:

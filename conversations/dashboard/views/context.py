@@ -105,7 +105,7 @@ def _context_read(
     before_by = token_counts.stored_tokens(conversation, options, seqs)
     last = after.first + after.message_total - 1
     after_by = {
-        s: after.replaced[s].tokens if s in after.replaced else before_by[s]
+        s: before_by[s] + (after.moved[s][0] if s in after.moved else 0)
         for s in seqs
         if after.first <= s <= last and s in before_by
     }
@@ -273,6 +273,14 @@ def _diff_window(
         else:
             rows.append(diff_core.Row("left" if x is not None else "right", x, y))
     differs: set[int] = set()
+    only = [r for r in results if r is not None]
+    if left.policy != right.policy and len(only) == 1 and left.vision == right.vision:
+        # One side's policy is the only difference: its changed messages, counted in SQL.
+        differing = policy_reads.count_from(only[0], both) + (both - first)
+        return presenters.diff_window_page(
+            left, right, rows, total_rows=total_rows, differing=differing, start=start,
+            here_query=params,
+        )  # fmt: skip
     if left.policy != right.policy:
         for r in results:
             differs |= policy_reads.changed_from(r, both) if r is not None else set()
