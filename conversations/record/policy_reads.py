@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
-from django.db.models import Count, Q
+from django.db.models import Q
 from django.db.models.functions import Substr
 
 from conversations.core import compact, replay, tokens
@@ -154,8 +154,28 @@ class CutoffResult(PolicyResult):
         return set(rows)
 
     def count_from(self, seq: int) -> int:
-        # Counted in SQL: a diff's count of differing messages reads one number.
-        return int(self._rows(seq).aggregate(n=Count("message_id", distinct=True))["n"])
+        """From the messages' stored figures (which kinds each holds), without reading
+        their blocks: every message holding a block of `kind` in the range the policy
+        changes, but those holding a block that already holds the marker (found through
+        their partial index) and the cutoff's own message, which are asked one by one."""
+        holding = Message.objects.filter(
+            conversation=self.conversation, seq__gte=seq, **{"counts__o__has_key": self.kind}
+        )
+        special = set(
+            Block.objects.filter(
+                message__conversation=self.conversation, type=self.kind, text=self.marker,
+                message__seq__gte=seq,
+            ).values_list("message__seq", flat=True)
+        )  # fmt: skip
+        if self.cutoff is not None:
+            at = self.cutoff[0]
+            holding = holding.filter(seq__lt=at)
+            special.add(at)
+        else:
+            holding = holding.exclude(seq__in=list(self.kept))
+        plain = holding.exclude(seq__in=list(special)).count()
+        asked = self._rows(seq).filter(message__seq__in=list(special))
+        return int(plain + asked.order_by().values_list("message__seq").distinct().count())
 
     def unchanged(self, rows: Any) -> tuple[Any, int]:
         changed = Q(type=self.kind) & ~Q(text=self.marker)
