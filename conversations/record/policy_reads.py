@@ -119,9 +119,6 @@ class CutoffResult(PolicyResult):
     marker: str = ""
     cutoff: tuple[int, int] | None = None  # (message seq, block seq): blocks before change
     kept: frozenset[int] = frozenset()  # message seqs whose blocks do not change
-    known_changes: Mapping[tuple[int, int], Changed] | None = dataclasses.field(
-        default=None, compare=False
-    )  # `whole()`, once read
 
     def _changes(self, seq: int, j: int, block: replay.Block) -> bool:
         if kind_of(block) != self.kind or prose_marker(block) == self.marker:
@@ -187,23 +184,22 @@ class CutoffResult(PolicyResult):
         return rows.exclude(changed), 0
 
     def whole(self) -> Mapping[tuple[int, int], Changed]:
-        found = self.known_changes
-        if found is None:
-            rows = self._rows().order_by("message__seq", "seq")
-            markers = _Markers()
-            found = {}
-            for seq, block, call_id, name, is_error, n, role in rows.values_list(
-                "message__seq", "seq", "call_id", "name", "is_error", "tokens", "message__role"
-            ):
-                new = _cleared(
-                    replay.ToolResultBlock(call_id, name, "", is_error)
-                    if self.kind == "tool_result" else replay.ReasoningBlock(""),
-                    self.marker,
-                )  # fmt: skip
-                # Its count depends on its prose: the marker, and a result's name and flag.
-                own = markers.own((name, is_error), new)
-                found[(seq, block)] = Changed(new, n or 0, role, own)
-            object.__setattr__(self, "known_changes", found)
+        # Read again for each preview computed (previews are kept, this result is kept
+        # longer: it holds no per-block data, so a record's many views stay small).
+        rows = self._rows().order_by("message__seq", "seq")
+        markers = _Markers()
+        found = {}
+        for seq, block, call_id, name, is_error, n, role in rows.values_list(
+            "message__seq", "seq", "call_id", "name", "is_error", "tokens", "message__role"
+        ):
+            new = _cleared(
+                replay.ToolResultBlock(call_id, name, "", is_error)
+                if self.kind == "tool_result" else replay.ReasoningBlock(""),
+                self.marker,
+            )  # fmt: skip
+            # Its count depends on its prose: the marker, and a result's name and flag.
+            own = markers.own((name, is_error), new)
+            found[(seq, block)] = Changed(new, n or 0, role, own)
         return found
 
 
