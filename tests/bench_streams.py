@@ -7,8 +7,7 @@ its target and PASS/FAIL, then a table; it exits 1 when a target is missed.
 a) a record of 30 messages × 10 MB: the server's peak RSS over its baseline (VmHWM, reset
    before each read) while it serves GET /api/conversations/ID, …/replay, …/markdown, the
    payload download (/c/ID/replay.json) and the Markdown export (/c/ID/export.md): each at
-   most +300 MB. The compaction preview (/c/ID/context?compact=microcompact) and the diff
-   page are measured too, as figures (their windows are another change's);
+   most +300 MB;
 b) a record of 100,000 messages (about 385 MB, as the scale run's): GET …/ID and
    …/replay at most +100 MB each, and their time at most 2× the time this process takes to
    read the same record whole and serialise it with orjson (what the server did before);
@@ -17,7 +16,10 @@ c) memory returned: the server's RSS after all of it at most 2× its RSS once st
    a server keeps; the ratio to the cold start-up is printed too);
 d) ingest of one message of many one-character text blocks through the API: 400,000
    blocks within 4.6× the time of 100,000 (linear, with 15 % for the noise of a shared
-   machine; it was 6.5×).
+   machine; it was 6.5×);
+e) the same record's compaction previews (/c/ID/context?compact=…, the page and the API)
+   and the diff page against microcompact: each at most +300 MB over the RSS just before
+   it (a window of the record, its counts from the stored figures).
 
 `--quick` builds 3,000 messages for b) and skips d) (a smoke run, no targets for b, d).
 """
@@ -251,15 +253,22 @@ def run(
         results.target("c: … vs the warm start (first pages served)", after / baseline,
                        RETURNED_TARGET, "×")  # fmt: skip
 
-        print("e) pages that read the record whole (windowed by another change): figures")
+        print("e) the compaction previews and the diff: one window each")
         fetch(web, f"/c/{small.pk}/context?compact=microcompact")  # the tokenizer, loaded
-        baseline = rss_mb(pid)
-        results.figure("e: baseline RSS (the tokenizer loaded)", baseline, "MB")
-        for name, path in (
-            ("compaction preview", f"/c/{huge.pk}/context?compact=microcompact"),
-            ("diff", f"/c/{huge.pk}/diff?b_compact=microcompact"),
+        results.figure("e: baseline RSS (the tokenizer loaded)", rss_mb(pid), "MB")
+        for client, name, path in (
+            (web, "compaction preview", f"/c/{huge.pk}/context?compact=microcompact"),
+            (web, "preview, clear_thinking", f"/c/{huge.pk}/context?compact=clear_thinking"),
+            (
+                web,
+                "preview, full payload",
+                f"/c/{huge.pk}/context?compact=microcompact&payload=full",
+            ),
+            (api, "preview (API)", f"/api/conversations/{huge.pk}/context?compact=microcompact"),
+            (web, "diff", f"/c/{huge.pk}/diff?b_compact=microcompact"),
         ):
-            serve(results, server, web, f"e: {name}", path, baseline, None)
+            # Each over the RSS just before it: what a page left unreturned is not its own.
+            serve(results, server, client, f"e: {name}", path, rss_mb(pid), HUGE_TARGET)
         results.figure("e: RSS after those pages", rss_mb(pid), "MB")
 
 

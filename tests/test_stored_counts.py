@@ -14,7 +14,7 @@ from conversations.core import compact, replay, stored_counts, tokens
 from conversations.core import next_request as nr
 from conversations.core.blocks import kind_of
 from conversations.core.options import ReplayOptions
-from conversations.record import selectors, services, token_counts
+from conversations.record import preview_counts, selectors, services, token_counts
 from conversations.record.models import Message
 from conversations.record.schemas import BLOCK_ADAPTER
 from tests import replay_strategies as s
@@ -96,7 +96,7 @@ def check(conversation: Any) -> None:
         shown = token_counts.counted_shown(conversation, p, rows)
         _, counted = fresh(conversation, options)
         assert [shown[r.seq].count.tokens for r in rows] == [m.tokens for m in counted.messages]
-        data = token_counts.context_data(conversation, p)
+        data = preview_counts.context_data(conversation, p)
         running = counted.overhead
         for item, m in zip(data["messages"], counted.messages, strict=True):
             running += m.tokens
@@ -163,7 +163,8 @@ def test_a_page_read_counts_nothing_and_reads_no_block_text(operator_client) -> 
             response = operator_client.get(f"/c/{conversation.pk}/{path}")
         assert response.status_code == 200, path
         for q in queries.captured_queries:
-            sql = q["sql"]
+            # What is read (the select list; a marker compared in WHERE is not read).
+            sql = q["sql"].split(" FROM ", 1)[0]
             if '"conversations_block"."text"' in sql:
                 assert "SUBSTR" in sql.upper(), (path, sql)  # cut in SQL, never whole
     assert token_counts.stats["blocks_counted"] == before
@@ -190,7 +191,7 @@ def test_the_turns_summed_in_sql_equal_the_turns_read_one_by_one(monkeypatch) ->
         monkeypatch.setattr(nr, "CALIBRATION_MESSAGES", latest)
         for start in (0, 5, 9):
             for last in (4, 11, conversation.message_count - 1):
-                reader = token_counts._Stored(conversation, ReplayOptions(), last)
+                reader = token_counts.Stored(conversation, ReplayOptions(), last)
                 rows = reader.measured_rows(start, last, latest=True)
                 sums = nr.calibration(nr.turns_of(rows))
                 assert reader.calibration(start) == sums, (latest, start, last)

@@ -28,6 +28,7 @@ from conversations.record import (
     alert_reads,
     comparing,
     note_reads,
+    preview_counts,
     selectors,
     services,
     shapes,
@@ -280,7 +281,7 @@ def replay_payload(request: HttpRequest, conversation_id: str) -> HttpResponseBa
             found, vision=options.vision, shape=options.shape, stop=found.message_count
         )
         return streams.StreamedResponse(pieces, content_type="application/json")
-    body = orjson.dumps(token_counts.compacted_payload(found, options, policy))
+    body = orjson.dumps(preview_counts.compacted_payload(found, options, policy))
     return HttpResponse(body, content_type="application/json")
 
 
@@ -348,12 +349,14 @@ def context(request: HttpRequest, conversation_id: str) -> HttpResponse:
     try:
         if policy is None:
             return json_response(
-                token_counts.context_data(found, token_counts.pressure(found, options, query=query))
+                preview_counts.context_data(
+                    found, token_counts.pressure(found, options, query=query)
+                )
             )
-        preview = token_counts.preview(found, options, policy, query=query)
+        preview = preview_counts.preview(found, options, policy, query=query)
     except OptionError as exc:
         raise ApiError(400, exc.message, field=exc.field) from None
-    return json_response(token_counts.context_data(found, preview.after, preview))
+    return json_response(preview_counts.context_data(found, preview.after, preview))
 
 
 def _sharing() -> None:

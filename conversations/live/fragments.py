@@ -141,7 +141,7 @@ def _state(
         pressure = token_counts.pressure(
             conversation, ReplayOptions(vision, shape), query=dict(view), total_blocks=total_blocks
         )
-        # Stored figures are read as of the conversation's row (token_counts._Stored): one
+        # Stored figures are read as of the conversation's row (token_counts.Stored): one
         # state by construction. A pressure that counted its messages (a preview's) says so.
         consistent = not pressure.messages or len(pressure.messages) == conversation.message_count
         if consistent or attempt == READS:

@@ -12,7 +12,7 @@ from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 
-from conversations.core import replay
+from conversations.core import compact, replay
 
 
 class Role(models.TextChoices):
@@ -172,7 +172,21 @@ class Block(models.Model):
 
     class Meta:
         ordering = ["message_id", "seq"]
-        indexes = [models.Index(fields=["call_id"], name="block_call_id")]
+        indexes = [
+            models.Index(fields=["call_id"], name="block_call_id"),
+            # The blocks that already hold a policy's marker (few, often none): a preview
+            # or a diff finds them without reading every result (`policy_reads`).
+            models.Index(
+                fields=["message"],
+                name="block_cleared_result",
+                condition=Q(type="tool_result", text=compact.CLEARED_RESULT),
+            ),  # fmt: skip
+            models.Index(
+                fields=["message"],
+                name="block_cleared_reasoning",
+                condition=Q(type="reasoning", text=compact.CLEARED_REASONING),
+            ),  # fmt: skip
+        ]
         constraints = [
             models.UniqueConstraint(fields=["message", "seq"], name="block_seq_unique"),
             models.CheckConstraint(condition=Q(seq__gte=0), name="block_seq_gte_0"),

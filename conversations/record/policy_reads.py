@@ -14,17 +14,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from django.db.models import Q
 from django.db.models.functions import Substr
 
-from conversations.core import compact, replay
+from conversations.core import compact, replay, tokens
 from conversations.core.blocks import kind_of
 from conversations.core.compact import Policy
 from conversations.record.models import Block, Conversation, Message
 from conversations.record.rows import block_value
 from conversations.record.selectors import preview_rows
+from conversations.record.services.token_figures import stats
 from conversations.record.token_counts import LRU
 
 MARKER_CHARS = 64  # longer than every policy's marker
@@ -36,6 +37,32 @@ LOOKED_AT: dict[compact.PolicyName, tuple[str, ...]] = {
 }
 
 
+class Changed(NamedTuple):
+    """A block a policy changes: its replacement, its own stored count, its message's role
+    and the replacement's own count (what the request after the policy counts differently:
+    `preview_counts`)."""
+
+    block: replay.Block
+    tokens: int
+    role: str
+    own: int
+
+
+class _Markers:
+    """Each distinct replacement's own count (default toggles, as stored): a policy's few
+    markers, each counted once."""
+
+    def __init__(self) -> None:
+        self.known: dict[Any, int] = {}
+
+    def own(self, key: Any, block: replay.Block) -> int:
+        found = self.known.get(key)
+        if found is None:
+            found = self.known[key] = tokens.block_tokens(block, vision=True, shape="openai")
+            stats["blocks_counted"] += 1
+        return found
+
+
 @dataclass(frozen=True)
 class PolicyResult:
     """What a policy does to the whole record: each changed block's replacement by (message
@@ -45,15 +72,39 @@ class PolicyResult:
     kept_from: int
     note: str
     known: dict[int, set[int]] = dataclasses.field(default_factory=dict, compare=False)
+    counted: dict[int, int] = dataclasses.field(default_factory=dict, compare=False)
+    stored: Mapping[tuple[int, int], tuple[int, str]] = dataclasses.field(
+        default_factory=dict, compare=False
+    )  # each changed block's own stored count and its message's role
 
-    def in_window(self, seq: int, message: replay.StoredMessage) -> replay.StoredMessage:
-        """Message `seq` (as the window read it) with the policy's replacements."""
-        blocks = tuple(self.changes.get((seq, j), b) for j, b in enumerate(message.blocks))
+    def in_window(
+        self, seq: int, message: replay.StoredMessage, offset: int = 0
+    ) -> replay.StoredMessage:
+        """Message `seq` (as the window read it: its blocks from block `offset`) with the
+        policy's replacements."""
+        blocks = tuple(self.changes.get((seq, offset + j), b) for j, b in enumerate(message.blocks))
         return replay.StoredMessage(message.role, blocks)
+
+    def whole(self) -> Mapping[tuple[int, int], Changed]:
+        """Every block the policy changes, by (message seq, block seq)."""
+        markers = _Markers()
+        return {
+            key: Changed(new, *self.stored[key], markers.own(replay.prose(new), new))
+            for key, new in self.changes.items()
+        }
 
     def changed_from(self, seq: int) -> set[int]:
         """The seqs at or after `seq` of the messages the policy changes."""
         return {s for s, _ in self.changes if s >= seq}
+
+    def count_from(self, seq: int) -> int:
+        """How many messages at or after `seq` the policy changes."""
+        return len(self.changed_from(seq))
+
+    def unchanged(self, rows: Any) -> tuple[Any, int]:
+        """Block rows without those the policy changes, in SQL where it can be said there,
+        and how many more rows to read for the ones left to leave out here."""
+        return rows, len(self.changes)
 
 
 @dataclass(frozen=True)
@@ -76,23 +127,80 @@ class CutoffResult(PolicyResult):
             return (seq, j) < self.cutoff
         return seq not in self.kept
 
-    def in_window(self, seq: int, message: replay.StoredMessage) -> replay.StoredMessage:
+    def in_window(
+        self, seq: int, message: replay.StoredMessage, offset: int = 0
+    ) -> replay.StoredMessage:
         blocks = tuple(
-            _cleared(b, self.marker) if self._changes(seq, j, b) else b
+            _cleared(b, self.marker) if self._changes(seq, offset + j, b) else b
             for j, b in enumerate(message.blocks)
         )
         return replay.StoredMessage(message.role, blocks)
 
-    def changed_from(self, seq: int) -> set[int]:
+    def _rows(self, seq: int = 0) -> Any:
+        """The changed blocks of the messages from `seq` on: one query (no text read)."""
         rows = Block.objects.filter(
             message__conversation=self.conversation, type=self.kind, message__seq__gte=seq
         ).exclude(text=self.marker)
         if self.cutoff is not None:
             at, block = self.cutoff
-            rows = rows.filter(Q(message__seq__lt=at) | Q(message__seq=at, seq__lt=block))
+            return rows.filter(Q(message__seq__lt=at) | Q(message__seq=at, seq__lt=block))
+        return rows.exclude(message__seq__in=list(self.kept))
+
+    def changed_from(self, seq: int) -> set[int]:
+        rows = self._rows(seq).order_by().values_list("message__seq", flat=True).distinct()
+        return set(rows)
+
+    def count_from(self, seq: int) -> int:
+        """From the messages' stored figures (which kinds each holds), without reading
+        their blocks: every message holding a block of `kind` in the range the policy
+        changes, but those holding a block that already holds the marker (found through
+        their partial index) and the cutoff's own message, which are asked one by one."""
+        holding = Message.objects.filter(
+            conversation=self.conversation, seq__gte=seq, **{"counts__o__has_key": self.kind}
+        )
+        special = set(
+            Block.objects.filter(
+                message__conversation=self.conversation, type=self.kind, text=self.marker,
+                message__seq__gte=seq,
+            ).values_list("message__seq", flat=True)
+        )  # fmt: skip
+        if self.cutoff is not None:
+            at = self.cutoff[0]
+            holding = holding.filter(seq__lt=at)
+            special.add(at)
         else:
-            rows = rows.exclude(message__seq__in=list(self.kept))
-        return set(rows.order_by().values_list("message__seq", flat=True).distinct())
+            holding = holding.exclude(seq__in=list(self.kept))
+        plain = holding.exclude(seq__in=list(special)).count()
+        asked = self._rows(seq).filter(message__seq__in=list(special))
+        return int(plain + asked.order_by().values_list("message__seq").distinct().count())
+
+    def unchanged(self, rows: Any) -> tuple[Any, int]:
+        changed = Q(type=self.kind) & ~Q(text=self.marker)
+        if self.cutoff is not None:
+            at, block = self.cutoff
+            changed &= Q(message__seq__lt=at) | Q(message__seq=at, seq__lt=block)
+        else:
+            changed &= ~Q(message__seq__in=list(self.kept))
+        return rows.exclude(changed), 0
+
+    def whole(self) -> Mapping[tuple[int, int], Changed]:
+        # Read again for each preview computed (previews are kept, this result is kept
+        # longer: it holds no per-block data, so a record's many views stay small).
+        rows = self._rows().order_by("message__seq", "seq")
+        markers = _Markers()
+        found = {}
+        for seq, block, call_id, name, is_error, n, role in rows.values_list(
+            "message__seq", "seq", "call_id", "name", "is_error", "tokens", "message__role"
+        ):
+            new = _cleared(
+                replay.ToolResultBlock(call_id, name, "", is_error)
+                if self.kind == "tool_result" else replay.ReasoningBlock(""),
+                self.marker,
+            )  # fmt: skip
+            # Its count depends on its prose: the marker, and a result's name and flag.
+            own = markers.own((name, is_error), new)
+            found[(seq, block)] = Changed(new, n or 0, role, own)
+        return found
 
 
 def prose_marker(block: replay.Block) -> str:
@@ -129,23 +237,36 @@ def _cutoff_result(conversation: Conversation, policy: Policy) -> CutoffResult |
             found = next(iter(latest), None)
             if found is None:  # no more results than it keeps
                 return CutoffResult(
-                    {}, 0, "", conversation=conversation, kind="tool_result",
-                    marker=compact.CLEARED_RESULT, cutoff=(-1, -1),
+                    {}, 0, _within_keep(conversation, policy.keep), conversation=conversation,
+                    kind="tool_result", marker=compact.CLEARED_RESULT, cutoff=(-1, -1),
                 )  # fmt: skip
         return CutoffResult(
-            {}, 0, "", conversation=conversation, kind="tool_result",
-            marker=compact.CLEARED_RESULT, cutoff=found if found is not None else (1 << 62, 0),
+            {}, 0, _within_keep(conversation, policy.keep), conversation=conversation,
+            kind="tool_result", marker=compact.CLEARED_RESULT,
+            cutoff=found if found is not None else (1 << 62, 0),
         )  # fmt: skip
     if policy.name == "clear_thinking":
         assistant = Message.objects.filter(conversation=conversation, role="assistant")
         kept = frozenset(assistant.order_by("-seq").values_list("seq", flat=True)[: policy.keep])
         if not policy.keep:
             kept = frozenset()
+        outside = Block.objects.filter(message__conversation=conversation, type="reasoning")
+        note = "" if outside.exclude(message__seq__in=list(kept)).exists() else (
+            "No reasoning outside the kept assistant turns."
+        )  # fmt: skip
         return CutoffResult(
-            {}, 0, "", conversation=conversation, kind="reasoning",
+            {}, 0, note, conversation=conversation, kind="reasoning",
             marker=compact.CLEARED_REASONING, cutoff=None, kept=kept,
         )  # fmt: skip
     return None
+
+
+def _within_keep(conversation: Conversation, keep: int) -> str:
+    """microcompact's note when the record holds no more tool results than it keeps (as the
+    pure policy says it; "" otherwise): one count of at most keep + 1 rows."""
+    results = Block.objects.filter(message__conversation=conversation, type="tool_result")
+    n = results.order_by()[: keep + 1].count()
+    return f"{n} tool results, all within keep={keep}." if n <= keep else ""
 
 
 # (conversation, its state, policy, toggles, input tokens) → what the policy does; and
@@ -159,6 +280,14 @@ def _state(conversation: Conversation) -> tuple[Any, ...]:
         conversation.id, conversation.message_count, conversation.block_count,
         repr(compact.boundary_seqs(conversation.metadata)),
     )  # fmt: skip
+
+
+def count_from(result: PolicyResult, seq: int) -> int:
+    """`result.count_from(seq)`, kept with the result (per record state)."""
+    found = result.counted.get(seq)
+    if found is None:
+        found = result.counted[seq] = result.count_from(seq)
+    return found
 
 
 def changed_from(result: PolicyResult, seq: int) -> set[int]:
@@ -195,7 +324,10 @@ def _compacted_blocks(
     if policy.name == "boundary":
         seqs = compact.boundary_seqs(conversation.metadata)
         last = max(seqs) if seqs else 0
-        return PolicyResult({}, last, "" if seqs else "No compaction boundary is stored.")
+        note = f"From the boundary before message #{last}." if seqs else (
+            "No compaction boundary is stored."
+        )  # fmt: skip
+        return PolicyResult({}, last, note)
     kinds = LOOKED_AT[policy.name]
     rows = (
         Block.objects.filter(message__conversation=conversation, type__in=kinds)
@@ -242,7 +374,11 @@ def _compacted_blocks(
         (seq, grouped[seq][1][j][0]): result.messages[index[seq]].blocks[j]
         for seq, j in result.changed
     }
-    return PolicyResult(changes, 0, result.note)
+    stored = {
+        (seq, grouped[seq][1][j][0]): (grouped[seq][1][j][2], grouped[seq][0])
+        for seq, j in result.changed
+    }
+    return PolicyResult(changes, 0, result.note, stored=stored)
 
 
 @dataclass(frozen=True, slots=True)

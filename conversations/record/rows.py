@@ -8,8 +8,8 @@ and re-export the names they always had.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol, assert_never, cast
 
@@ -240,6 +240,11 @@ class Pressure:
     dropped: dict[int, int]  # boundary seq → overhead + every message before it
     messages: tuple[Counted, ...] = ()
     cumulative: tuple[int, ...] = ()  # with `messages`: overhead + each up to and including it
+    # A compaction preview's `after`: the messages counted start at `first` (a boundary
+    # leaves out those before it), and the ones the policy changed count their stored
+    # figures moved by `moved` (by seq: tokens, and tokens by kind).
+    first: int = 0
+    moved: Mapping[int, tuple[int, Mapping[str, int]]] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -260,5 +265,8 @@ class Preview:
 
     before: Pressure
     after: Pressure
-    compacted: Compacted
+    compacted: Compacted  # its `changed`, `dropped` and `note` (of the whole record)
     policy: Policy
+    # Message `seq` as a window read it (its blocks from block `offset`) after the policy:
+    # what a page shows of the compacted record, a window at a time.
+    rewrite: Callable[[int, replay.StoredMessage, int], replay.StoredMessage] | None = None

@@ -19,10 +19,10 @@ from typing import Any, Generic, TypeVar, cast
 
 from django.db import connection
 
-from conversations.core import compact, context_windows, list_status, replay, stored_counts, tokens
+from conversations.core import compact, context_windows, list_status, stored_counts, tokens
 from conversations.core import next_request as nr
 from conversations.core.blocks import BlockKind, Role
-from conversations.core.compact import Compacted, Policy
+from conversations.core.compact import Policy
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.core.stored_counts import StoredFacts
 from conversations.record import selectors
@@ -191,7 +191,7 @@ def pressure(
     found = pressure_cache.get(state)
     if found is not None:
         return found
-    result = _Stored(conversation, options, upto).pressure(query, policy)
+    result = Stored(conversation, options, upto).pressure(query, policy)
     pressure_cache.put(state, result)
     return result
 
@@ -212,7 +212,7 @@ def _trigger_of(policy: Policy | None) -> int:
     )  # fmt: skip
 
 
-class _Stored:
+class Stored:
     """One conversation's stored figures for one pair of toggles, as of message `upto`
     (None: its last as read now). The running totals are the default toggles'; for other
     toggles each running total moves by what the varying messages before it count
@@ -261,6 +261,14 @@ class _Stored:
     def running(self, seq: int, default_running: int) -> int:
         """This toggles' running total at `seq` from the default toggles' one."""
         return default_running + self._offset(seq)
+
+    def through(self, seq: int) -> int:
+        """The running estimate (no overhead) through message `seq`: one query (0 before
+        the first message)."""
+        if seq < 0:
+            return 0
+        value = self._messages().filter(seq=seq).values_list("cumulative", flat=True).first()
+        return self.running(seq, value or 0)
 
     def before_seqs(self, seqs: Sequence[int]) -> dict[int, int]:
         """The running estimate (no overhead) before each of `seqs`: one query."""
@@ -535,257 +543,4 @@ def stored_tokens(
     }
 
 
-def _dense_pressure(
-    conversation: Conversation,
-    options: ReplayOptions,
-    counted: Sequence[Counted],
-    before: Pressure,
-    policy: Policy | None,
-) -> Pressure:
-    """The figures of a compacted record counted whole (a preview's `after`): the window of
-    the record it came from, not measured (its provider measurements were of the
-    uncompacted requests), what it lacks as the record's."""
-    payload = tokens.total_of([c.count for c in counted], options.shape)
-    trigger = _trigger_of(policy)
-    running = payload.overhead
-    cumulative: list[int] = []
-    trigger_seq = None
-    for c in counted:
-        running += c.count.tokens
-        cumulative.append(running)
-        if trigger_seq is None and running >= trigger:
-            trigger_seq = c.seq
-    figures = [c.figure(measured=False) for c in counted]
-    boundary = before.headline.boundary
-    request = [f for f in figures if boundary is None or f.seq >= boundary]
-    head = before.headline
-    headline = Headline(
-        head.upto,
-        boundary,
-        nr.next_request(
-            request,
-            overhead=payload.overhead,
-            model=before.window.model or None,
-            unrecorded_tokens=head.unrecorded.tokens,
-        ),  # fmt: skip
-        head.unrecorded,
-        tuple(
-            nr.largest(
-                b
-                for c in counted
-                if boundary is None or c.seq >= boundary
-                for b in nr.heavy_blocks(c.seq, c.count)
-            )
-        ),  # fmt: skip
-        head.compactions,
-    )
-    return Pressure(
-        options, payload, before.window, trigger, trigger_seq, headline, len(counted), None,
-        before.dropped, tuple(counted), tuple(cumulative),
-    )  # fmt: skip
-
-
-def preview(
-    conversation: Conversation,
-    options: ReplayOptions,
-    policy: Policy,
-    *,
-    query: dict[str, str] | None = None,
-    rows: Sequence[selectors.MessageRow] | None = None,
-) -> Preview:
-    """Compact the whole record with `policy` and count what is left: unchanged messages
-    from their stored figures, changed blocks afresh (their replacements are short).
-    `rows`: the whole record, when the caller has read it."""
-    query = query or {}
-    if rows is None:
-        rows = selectors.message_rows(conversation)
-    before = pressure(conversation, options, query=query, policy=policy)
-    compacted = _compacted(conversation, rows, options, policy, before.total)
-    if before.headline.upto is not None:
-        rows = [r for r in rows if r.seq <= before.headline.upto]
-    rows_by_seq = {r.seq: r for r in rows}
-    stored = dict(Message.objects.filter(conversation=conversation).values_list("seq", "counts"))
-    touched = sorted({rows_by_seq[s].id for s, _ in compacted.changed if s in rows_by_seq})
-    own_tokens: dict[tuple[int, int], int | None] = {}
-    for start in range(0, len(touched), READ_BATCH):
-        own_tokens.update(
-            ((m, b), n) for m, b, n in Block.objects.filter(
-                message_id__in=touched[start : start + READ_BATCH]
-            ).values_list("message_id", "seq", "tokens")
-        )  # fmt: skip
-    counted: list[Counted] = []
-    for seq, message in zip(compacted.seqs, compacted.messages, strict=True):
-        row = rows_by_seq.get(seq)
-        if row is None:
-            continue
-        data = stored.get(seq) or {}
-        changed = [j for j in range(len(message.blocks)) if (seq, j) in compacted.changed]
-        if not changed:
-            counted.append(_counted(seq, row.role, data, row.metadata, len(row.blocks), options))
-            continue
-        blank = stored_counts.blank_of(data)
-        facts = []
-        for j, (block_row, block) in enumerate(zip(row.blocks, message.blocks, strict=True)):
-            if j in changed:
-                own = tokens.block_tokens(block, vision=True, shape="openai")
-                stats["blocks_counted"] += 1
-                facts.append(StoredFacts(cast(BlockKind, block_row.type), own, tokens.blank(block)))
-                continue
-            stored_own = own_tokens.get((row.id, j))
-            if stored_own is None:
-                stored_own = tokens.block_tokens(block, vision=True, shape="openai")
-                stats["blocks_counted"] += 1
-            facts.append(
-                StoredFacts(
-                    cast(BlockKind, block_row.type), stored_own, j in blank, block_row.media_type,
-                    block_row.width, block_row.height,
-                )
-            )  # fmt: skip
-        role = cast(Role, row.role)
-        count = stored_counts.exact_count(role, facts, vision=options.vision, shape=options.shape)
-        base = _counted(seq, row.role, data, row.metadata, len(row.blocks), options)
-        counted.append(
-            Counted(seq, row.role, count, base.usage, base.model, base.blocks, base.turn,
-                    base.summary)
-        )  # fmt: skip
-    after = _dense_pressure(conversation, options, counted, before, policy)
-    return Preview(before, after, compacted, policy)
-
-
-def compacted_payload(
-    conversation: Conversation, options: ReplayOptions, policy: Policy
-) -> replay.Payload:
-    """The payload after `policy`: the unchanged projection of the compacted record."""
-    rows = selectors.message_rows(conversation)
-    input_tokens = None
-    if policy.name == "clear_tool_uses":
-        input_tokens = pressure(conversation, options, policy=policy).total
-    compacted = _compacted(conversation, rows, options, policy, input_tokens)
-    return replay.project(compacted.messages, vision=options.vision, shape=options.shape)
-
-
-def _compacted(
-    conversation: Conversation,
-    rows: Sequence[selectors.MessageRow],
-    options: ReplayOptions,
-    policy: Policy,
-    input_tokens: int | None,
-) -> Compacted:
-    """The stored record after `policy`, its boundaries read from the conversation."""
-    return compact.compact(
-        selectors.stored_messages(rows),
-        policy,
-        seqs=[r.seq for r in rows],
-        boundaries=compact.boundary_seqs(conversation.metadata),
-        vision=options.vision,
-        shape=options.shape,
-        input_tokens=input_tokens,
-    )
-
-
-def _usage_data(counted: Counted, input_estimate: int) -> dict[str, Any] | None:
-    usage = counted.usage
-    if usage is None:
-        return None
-    output_estimate = counted.count.tokens - counted.count.framing
-    # An output below the estimate of the reply itself is not a count (Claude Code records 1
-    # for some streamed turns): `output` is then null and `output_recorded` says what was.
-    output = tokens.trusted_output(usage, output_estimate)
-    return {
-        "input": usage.input,
-        "output": output,
-        "output_recorded": usage.output,
-        "input_estimate": input_estimate,
-        "output_estimate": output_estimate,
-        "input_ratio": tokens.ratio(usage.input, input_estimate),
-        "output_ratio": tokens.ratio(output, output_estimate),
-    }
-
-
-def message_data(conversation: Conversation, p: Pressure) -> list[dict[str, Any]]:
-    """Each message's count as the context API answers it (in seq order): a preview's
-    from its record, else read from the stored figures in batches."""
-    out = []
-    before = p.payload.overhead
-    for counted in _every(conversation, p):
-        cumulative = before + counted.count.tokens
-        item: dict[str, Any] = {
-            "seq": counted.seq,
-            "role": counted.role,
-            "tokens": counted.count.tokens,
-            "framing": counted.count.framing,
-            "by_kind": dict(counted.count.by_kind),
-            "cumulative": cumulative,
-        }
-        usage = _usage_data(counted, before)
-        if usage is not None:
-            item["usage"] = usage
-        out.append(item)
-        before = cumulative
-    return out
-
-
-def _every(conversation: Conversation, p: Pressure) -> Iterator[Counted]:
-    if p.messages:
-        yield from p.messages
-        return
-    after = -1
-    last = p.message_total - 1
-    while after < last:
-        rows = list(
-            Message.objects.filter(conversation=conversation, seq__gt=after, seq__lte=last)
-            .order_by("seq")
-            .values_list("seq", "role", "counts", "metadata", "block_count")[:READ_BATCH]
-        )
-        if not rows:
-            return
-        for seq, role, data, metadata, blocks in rows:
-            yield _counted(seq, role, data, metadata, blocks, p.options)
-        after = rows[-1][0]
-
-
-def _last_seq(p: Pressure) -> int | None:
-    if p.messages:
-        return p.messages[-1].seq
-    return p.message_total - 1 if p.message_total else None
-
-
 VIEW_KEYS = ("model", "window", "upto")  # the query keys a count's view takes
-
-
-def context_data(
-    conversation: Conversation, p: Pressure, preview: Preview | None = None
-) -> dict[str, Any]:
-    """GET /api/conversations/ID/context (docs/contract.md §7): counts by message and kind, the
-    total (messages + `overhead`), the window and where the compaction trigger is reached."""
-    data: dict[str, Any] = {
-        "tokenizer": tokens.TOKENIZER,
-        "estimated": True,
-        "shape": p.options.shape,
-        "vision": p.options.vision,
-        "model": p.window.model or None,
-        "window": p.window.tokens,
-        "window_source": p.window.source,
-        "overhead": p.payload.overhead,
-        "total": p.total,
-        "by_kind": p.payload.by_kind(),
-        "threshold": {"tokens": p.trigger, "seq": p.trigger_seq},
-        "upto": _last_seq(p),
-        "next_request": p.headline.next.as_json(),
-        "unrecorded": p.headline.unrecorded.as_json(),
-        "largest": [block.as_json() for block in p.headline.largest],
-        "compactions": [c.as_json() for c in p.headline.compactions],
-        "messages": message_data(conversation, p),
-        "compact": None,
-    }
-    if preview is not None:
-        data["compact"] = {
-            "policy": preview.policy.name,
-            "parameters": preview.policy.query(),
-            "before": preview.before.total,
-            "after": preview.after.total,
-            "changed": [{"seq": s, "block": b} for s, b in sorted(preview.compacted.changed)],
-            "dropped": preview.compacted.dropped,
-            "note": preview.compacted.note,
-        }
-    return data

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET
 
 from conversations.core import compact, replay
 from conversations.core import diff as diff_core
-from conversations.core.compact import Policy
+from conversations.core.compact import Compacted, Policy
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.dashboard import presenters
 from conversations.dashboard.views.common import (
@@ -20,7 +20,7 @@ from conversations.dashboard.views.common import (
     operator_required,
     with_options,
 )
-from conversations.record import policy_reads, selectors, token_counts
+from conversations.record import policy_reads, preview_counts, selectors, token_counts
 from conversations.record.models import Conversation
 
 
@@ -65,8 +65,9 @@ def _context_read(
     blocks_from: int = 0,
 ) -> presenters.ContextRead:
     """The counts before and after `policy` and one window of the record shown (the
-    compacted one when `effective`); OptionError on a bad `view`. Without a policy only
-    the window's messages are read; a policy compacts the whole record."""
+    compacted one when `effective`); OptionError on a bad `view`. Only the window's
+    messages are read (their texts cut, as on every page); a policy's counts come from
+    the stored figures (`preview_counts`)."""
     if policy is None:
         before = token_counts.pressure(conversation, options, query=view)
         window = presenters.window_at(range(conversation.message_count), start, ())
@@ -86,23 +87,36 @@ def _context_read(
             window.stop if window.stop < conversation.message_count else None,
             {r.seq: r.block_count for r in rows}, blocks_from,
         )  # fmt: skip
-    whole = selectors.message_rows(conversation)
-    result = token_counts.preview(conversation, options, policy, query=view, rows=whole)
-    compacted = result.compacted
+    result = preview_counts.preview(conversation, options, policy, query=view)
+    compacted, after, rewrite = result.compacted, result.after, result.rewrite
+    assert rewrite is not None
+    every = range(compacted.dropped if effective else 0, conversation.message_count)
+    changed = min((s for s, _ in compacted.changed), default=None)
+    window = presenters.window_at(every, start, () if changed is None else (changed,))
+    rows = selectors.preview_rows(conversation, every[window.start : window.stop],
+                                  blocks_from=blocks_from)  # fmt: skip
+    seqs = [r.seq for r in rows]
+    messages = [
+        replay.StoredMessage(cast(replay.Role, r.role), tuple(map(selectors.block_value, r.blocks)))
+        for r in rows
+    ]
     if effective:
-        all_seqs, all_messages = list(compacted.seqs), list(compacted.messages)
-    else:
-        all_seqs, all_messages = [r.seq for r in whole], selectors.stored_messages(whole)
-    changed = sorted({s for s, _ in compacted.changed})
-    window = presenters.window_at(all_seqs, start, changed)
-    seqs = all_seqs[window.start : window.stop]
+        messages = [rewrite(s, m, blocks_from) for s, m in zip(seqs, messages, strict=True)]
     before_by = token_counts.stored_tokens(conversation, options, seqs)
-    after_by = {c.seq: c.count.tokens for c in result.after.messages if c.seq in set(seqs)}
+    last = after.first + after.message_total - 1
+    after_by = {
+        s: before_by[s] + (after.moved[s][0] if s in after.moved else 0)
+        for s in seqs
+        if after.first <= s <= last and s in before_by
+    }
     return presenters.ContextRead(
-        seqs, all_messages[window.start : window.stop], result.before, result.after, compacted,
+        seqs, messages, result.before, after,
+        Compacted(tuple(messages), tuple(seqs), compacted.changed, compacted.dropped,
+                  compacted.note),
         before_by, after_by,
-        all_seqs[max(0, window.start - presenters.PREVIEW_WINDOW)] if window.start > 0 else None,
-        all_seqs[window.stop] if window.stop < len(all_seqs) else None,
+        every[max(0, window.start - presenters.PREVIEW_WINDOW)] if window.start > 0 else None,
+        every[window.stop] if window.stop < len(every) else None,
+        {r.seq: r.block_count for r in rows}, blocks_from,
     )  # fmt: skip
 
 
@@ -121,7 +135,7 @@ def _more_blocks(
     # The window that holds message `seq`, as the page showed it.
     read = _context_read(
         conversation, options, policy, view, effective=effective and policy is not None,
-        start=seq, blocks_from=start if policy is None else 0,
+        start=seq, blocks_from=start,
     )  # fmt: skip
     context = presenters.context_blocks(
         conversation, options, policy, read, view=view, effective=effective, seq=seq, start=start
@@ -259,6 +273,14 @@ def _diff_window(
         else:
             rows.append(diff_core.Row("left" if x is not None else "right", x, y))
     differs: set[int] = set()
+    only = [r for r in results if r is not None]
+    if left.policy != right.policy and len(only) == 1 and left.vision == right.vision:
+        # One side's policy is the only difference: its changed messages, counted in SQL.
+        differing = policy_reads.count_from(only[0], both) + (both - first)
+        return presenters.diff_window_page(
+            left, right, rows, total_rows=total_rows, differing=differing, start=start,
+            here_query=params,
+        )  # fmt: skip
     if left.policy != right.policy:
         for r in results:
             differs |= policy_reads.changed_from(r, both) if r is not None else set()
@@ -276,4 +298,4 @@ def _side_payload(conversation: Conversation, side: presenters.DiffSide) -> repl
     if side.policy is None:
         return selectors.replay_payload(conversation, vision=side.vision, shape=side.shape)
     options = ReplayOptions(side.vision, side.shape)
-    return token_counts.compacted_payload(conversation, options, side.policy)
+    return preview_counts.compacted_payload(conversation, options, side.policy)

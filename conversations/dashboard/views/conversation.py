@@ -45,6 +45,7 @@ from conversations.dashboard.views.common import (
 from conversations.record import (
     finder_reads,
     note_reads,
+    preview_counts,
     selectors,
     services,
     shapes,
@@ -387,7 +388,7 @@ def replay_download(
         response = streams.StreamedResponse(pieces, content_type="application/json")
     else:
         body = orjson.dumps(
-            token_counts.compacted_payload(conversation, ReplayOptions(vision, shape), policy)
+            preview_counts.compacted_payload(conversation, ReplayOptions(vision, shape), policy)
         )
         response = HttpResponse(body, content_type="application/json")
     suffix = f"-{policy.name}" if policy is not None else ""
