@@ -180,6 +180,15 @@ def frozen(page: Any) -> None:
     expect(page.locator("#live-status")).to_have_text("frozen")
 
 
+def shows(selector: str) -> Callable[[Any], None]:
+    def ready(page: Any) -> None:
+        expect(page.locator(selector).first).to_be_visible()
+        if page.locator("#live-status").count():  # a conversation: its socket open first
+            live(page)
+
+    return ready
+
+
 def conversation_states(audit: Audit, scene: Scene) -> None:
     page, every = audit.page, scene.every
     audit.visit(f"/c/{every.id}/", "conversation", live)
@@ -225,10 +234,8 @@ def conversation_states(audit: Audit, scene: Scene) -> None:
     page.keyboard.press("Escape")
 
     audit.visit(f"/c/{scene.empty.id}/", "empty conversation", live)
-    audit.visit(f"/c/{scene.many.id}/", "conversation, folded blocks", live)
-    expect(page.locator("#m-1 .block-fold")).to_be_visible()
-    audit.visit(f"/c/{scene.run_a.id}/#m-3", "message page (a message's link)", live)
-    expect(page.locator("#m-3")).to_be_visible()
+    audit.visit(f"/c/{scene.many.id}/", "conversation, folded blocks", shows("#m-1 .block-fold"))
+    audit.visit(f"/c/{scene.run_a.id}/#m-3", "message page (a message's link)", shows("#m-3"))
 
 
 def other_states(audit: Audit, scene: Scene) -> None:
@@ -273,10 +280,8 @@ def test_axe_finds_no_violation_on_any_page_state(audit_context, console, capsys
     audit.check("list, empty")
     scene = build_scene(account)
     audit.visit("/", "list, with rows")
-    audit.visit("/?q=deploy", "list, search results")
-    expect(page.locator("#results .hit").first).to_be_visible()
-    audit.visit("/?alerts=open", "list, open alerts only")
-    expect(page.locator("#results tbody tr")).to_have_count(1)
+    audit.visit("/?q=deploy", "list, search results", shows("#results .hit"))
+    audit.visit("/?alerts=open", "list, open alerts only", shows("#results .badge.alert"))
     audit.visit("/?q=nothing-matches-this", "list, no result")
 
     conversation_states(audit, scene)
