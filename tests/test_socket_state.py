@@ -107,6 +107,17 @@ def test_requests_back_to_back_saturate_and_an_agent_waiting_for_its_frames_does
     assert not serving.saturated()
 
 
+def test_a_client_posting_back_to_back_saturates_however_slowly_it_turns_around() -> None:
+    clock = Clock()
+    serving = Serving(clock)
+    for _ in range(40):  # on a loaded machine: 8 ms a request, 6 ms before the next one
+        serving.started()
+        clock.advance(0.008)
+        serving.finished()
+        clock.advance(0.006)
+    assert serving.saturated()
+
+
 def test_overlapping_requests_saturate() -> None:
     clock = Clock()
     serving = Serving(clock)

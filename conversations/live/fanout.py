@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 1.0  # after the layer failed a receive (Redis down): try again this soon
+RECHECK_SECONDS = 0.05  # while changes wait for the requests: whether they still should
 # This process's HTTP requests in flight, counted by the ASGI entry (replaysite/asgi.py):
 # the fan-out yields to them once it has had its share.
 serving = bursts.Serving(time.monotonic)
@@ -145,7 +146,7 @@ class Fanout:
             wait = self.budget.wait(serving.saturated())
             if wait <= 0:
                 return
-            await asyncio.sleep(wait)
+            await asyncio.sleep(min(wait, RECHECK_SECONDS))  # saturation may end sooner
 
     async def deliver_all(self, audience: Audience) -> None:
         """Deliver what waits, then what came meanwhile, until nothing waits. While this
