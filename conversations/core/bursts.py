@@ -45,16 +45,19 @@ class Positions:
 Clock = Callable[[], float]
 
 # A process is saturated with requests when some request was in flight more than BUSY of
-# the recent time (a moving average over about TAU seconds): one client posting back to
-# back, however slowly it turns around, or several overlapping. While it is, its fan-out
-# takes at most SHARE of the time (ingest first), with BURST seconds of delivering in hand
-# after a quiet moment, and never waits longer than BURST / SHARE seconds. A process that
-# is not saturated (an agent that waits for its frames, a few agents) delivers every change
-# at once.
-SHARE = 0.1
-BURST = 0.2
+# the recent time (a moving average over about TAU seconds) and requests come while its
+# fan-out is still at work (more than half of the recent ones, each weighing WEIGHT): a
+# client posting back to back, however slowly it turns around, or several clients at once.
+# An agent that waits for its frames before it posts again is not (its requests come once
+# the fan-out is done), however slow its requests. While a process is saturated, its
+# fan-out takes at most SHARE of the time (ingest first), with BURST seconds of delivering
+# in hand after a quiet moment, and never waits longer than BURST / SHARE seconds;
+# otherwise every change is delivered at once.
+SHARE = 0.05
+BURST = 0.1
 BUSY = 0.5
 TAU = 0.1
+WEIGHT = 0.2
 
 
 class Budget:
@@ -89,15 +92,19 @@ class Budget:
 
 
 class Serving:
-    """This process's requests: how many are in flight, and for what share of the recent
-    time one was (an exponential moving average, over about `tau` seconds)."""
+    """This process's requests: how many are in flight, for what share of the recent time
+    one was (an exponential moving average, over about `tau` seconds), and how many of the
+    recent ones came while the fan-out was at work (`working`: the fan-out's count of
+    conversations with changes waiting or being delivered)."""
 
     def __init__(self, clock: Clock, tau: float = TAU, busy: float = BUSY) -> None:
         self.clock = clock
         self.tau = tau
         self.busy = busy
         self.in_flight = 0
+        self.working = 0
         self.share = 0.0
+        self.crowded = 0.0
         self.at = clock()
 
     def _advance(self) -> None:
@@ -109,6 +116,7 @@ class Serving:
     def started(self) -> None:
         self._advance()
         self.in_flight += 1
+        self.crowded += ((1.0 if self.working else 0.0) - self.crowded) * WEIGHT
 
     def finished(self) -> None:
         self._advance()
@@ -116,4 +124,4 @@ class Serving:
 
     def saturated(self) -> bool:
         self._advance()
-        return self.share > self.busy
+        return self.share > self.busy and self.crowded > 0.5
