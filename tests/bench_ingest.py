@@ -7,7 +7,12 @@ things timed in interleaved rounds, so the machine's load hits both alike:
 1) a two-block message POST vs a trivial token-authenticated request (GET of an empty
    conversation's record): ≤ 1.3×;
 2) ingest (sequential message POSTs) into a conversation with 100 open sockets vs into one
-   with none: ≥ 0.9× (issue 17; every watcher still gets every message);
+   with none: ≥ 0.9× (issue 17; every watcher still gets every message). Rounds of 80 posts
+   in pairs A B, B A, A B, …; after each round every watcher holds its last message and a
+   tenth of a second passes, untimed, so that no delivery a round leaves behind is timed in
+   the next one (it is in daphne's CPU, which is counted to the round that caused it). The
+   median of the pairs' ratios, with its quartiles and extremes, the load average, and
+   daphne's CPU per message with and without sockets (which the load does not move);
 3) a 10,000-message batch POST vs GET of the resulting record: ≤ 10×.
 """
 

@@ -4,7 +4,8 @@ the client.
 Run with `python -m tests.bench_live [--json PATH]`. Real daphne processes (DJANGO_DEBUG=0)
 and many `websockets` asyncio clients in this one process, each signed in with an
 operator's session cookie and the server's own Origin, watching
-/ws/conversations/ID/?vision=1&shape=openai. A poster thread in the same process is an
+/ws/conversations/ID/?vision=1&shape=openai and sending, as the page does, its resume
+report (the conversation's tail) when the socket opens. A poster thread in the same process is an
 agent: it appends through the JSON API at most 20 times a second (a message or a block
 every 50 ms; 10 a second for the 1,000 watchers), and each post waits until the agent's
 own socket (the first watcher) holds the previous post's frame. It notes when each 201

@@ -11,7 +11,7 @@ hold the same positions get the same frame, rendered once (`render_cache.batches
 A change is delivered at once (the leading edge). Changes that arrive while the previous one
 is still being rendered or sent wait, merged (`core/bursts.py`), and go out together when it
 is done; and while the process is saturated with requests and its fan-out has taken its
-share of the time (`bursts.Budget`, 10 %), changes wait for the requests: coalescing only
+share of the time (`bursts.Budget`, 5 %), changes wait for the requests: coalescing only
 while this process is behind, never on a fixed timer. A socket that is itself
 behind (busy with a resume or a resync, still opening, missing an earlier message) is
 left out of the shared frame and takes its own path under its lock: the positions it
