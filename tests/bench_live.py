@@ -4,7 +4,8 @@ the client.
 Run with `python -m tests.bench_live [--json PATH]`. Real daphne processes (DJANGO_DEBUG=0)
 and many `websockets` asyncio clients in this one process, each signed in with an
 operator's session cookie and the server's own Origin, watching
-/ws/conversations/ID/?vision=1&shape=openai. A poster thread in the same process is an
+/ws/conversations/ID/?vision=1&shape=openai and sending, as the page does, its resume
+report (the conversation's tail) when the socket opens. A poster thread in the same process is an
 agent: it appends through the JSON API at most 20 times a second (a message or a block
 every 50 ms; 10 a second for the 1,000 watchers), and each post waits until the agent's
 own socket (the first watcher) holds the previous post's frame. It notes when each 201
@@ -210,10 +211,26 @@ class Watcher:
             time.sleep(0.0005)
 
 
-async def watch(watcher: Watcher, session: str, gate: asyncio.Semaphore, ready: Any) -> None:
+def resume_report(url: str, token: str, conversation_id: str) -> str:
+    """What a page showing the conversation's tail reports when its socket opens: without
+    it, a new socket's changes wait up to half a second for the report."""
+    import httpx2 as httpx
+
+    response = httpx.get(f"{url}/api/conversations/{conversation_id}",
+                         headers={"Authorization": f"Bearer {token}"}, timeout=30)  # fmt: skip
+    response.raise_for_status()
+    messages = response.json()["messages"][-300:]
+    counts = [len(m["blocks"]) for m in messages]
+    start = int(messages[0]["seq"]) if messages else 0
+    return json.dumps({"type": "resume", "from": start, "counts": counts, "tail": True})
+
+
+async def watch(
+    watcher: Watcher, session: str, gate: asyncio.Semaphore, ready: Any, report: str
+) -> None:
     """Connect (at most CONNECT_CONCURRENCY handshakes at a time, retrying a refused or
-    timed-out handshake with backoff as the page does), then note every frame's arrival
-    until the task is cancelled."""
+    timed-out handshake with backoff as the page does), send the page's resume report,
+    then note every frame's arrival until the task is cancelled."""
     from websockets.asyncio.client import connect
 
     headers = {"Cookie": f"sessionid={session}", "Origin": watcher.server.url}
@@ -234,6 +251,7 @@ async def watch(watcher: Watcher, session: str, gate: asyncio.Semaphore, ready: 
                 return
             await asyncio.sleep(delay)
             delay = min(delay * 2, 3.0)
+    await ws.send(report)
     watcher.connected = time.perf_counter()
     ready()
     try:
@@ -244,7 +262,7 @@ async def watch(watcher: Watcher, session: str, gate: asyncio.Semaphore, ready: 
         watcher.error = f"{type(exc).__name__}: {exc}"
 
 
-async def connect_all(watchers: list[Watcher], session: str) -> list[asyncio.Task[None]]:
+async def connect_all(watchers: list[Watcher], accounts: Accounts) -> list[asyncio.Task[None]]:
     gate = asyncio.Semaphore(CONNECT_CONCURRENCY)
     left = len(watchers)
     all_in = asyncio.Event()
@@ -255,7 +273,11 @@ async def connect_all(watchers: list[Watcher], session: str) -> list[asyncio.Tas
         if left == 0:
             all_in.set()
 
-    tasks = [asyncio.create_task(watch(w, session, gate, ready)) for w in watchers]
+    first = watchers[0]
+    report = await asyncio.to_thread(
+        resume_report, first.server.url, accounts.token, first.conversation_id
+    )
+    tasks = [asyncio.create_task(watch(w, accounts.session, gate, ready, report)) for w in watchers]
     await asyncio.wait_for(all_in.wait(), 180)
     # A socket closed by the server after its handshake is counted as dropped, later.
     errors = [w.error for w in watchers if w.error and not w.connected]
@@ -282,7 +304,7 @@ async def warm_up(servers: list[Daphne], post_to: Daphne, accounts: Accounts) ->
     """One event end to end on every process, so templates and code paths are loaded."""
     conversation = accounts.conversations[0]
     watchers = [Watcher(server, conversation) for server in servers]
-    tasks = await connect_all(watchers, accounts.session)
+    tasks = await connect_all(watchers, accounts)
     posted = await asyncio.to_thread(
         post_events, post_to.url, accounts.token, conversation, 2, watchers[0]
     )
@@ -406,7 +428,7 @@ async def scenario(
     before = {s.url: rss_kb(s.process.pid) for s in servers}
     watchers = [Watcher(s, conversation) for s in servers for _ in range(watchers_each)]
     start = time.perf_counter()
-    tasks = await connect_all(watchers, accounts.session)
+    tasks = await connect_all(watchers, accounts)
     try:
         retries = sum(w.retries for w in watchers)
         note = f"{CONNECT_CONCURRENCY} handshakes at a time; {retries} retried"

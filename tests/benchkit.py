@@ -116,6 +116,33 @@ def rounds(runs: int, work: dict[str, Callable[[], object]]) -> dict[str, list[f
     return samples
 
 
+def alternating(
+    pairs: int,
+    a: Callable[[], object],
+    b: Callable[[], object],
+    settle: Callable[[], object] = lambda: None,
+) -> list[tuple[float, float]]:
+    """Seconds of `a` and of `b` in `pairs` rounds, in the order A B, B A, A B, … so that
+    load that drifts during a round pair weighs on both alike; `settle` runs (untimed)
+    after each, so that no work one leaves behind is timed in the next."""
+    taken: list[tuple[float, float]] = []
+    for n in range(pairs):
+        times = {}
+        for name, run in (("a", a), ("b", b)) if n % 2 == 0 else (("b", b), ("a", a)):
+            start = time.perf_counter()
+            run()
+            times[name] = time.perf_counter() - start
+            settle()
+        taken.append((times["a"], times["b"]))
+    return taken
+
+
+def quartiles(values: list[float]) -> tuple[float, float, float]:
+    """(first quartile, median, third quartile), interpolated."""
+    q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, median, q3
+
+
 def paired_ratio(numerator: list[float], denominator: list[float]) -> float:
     """The median of the round-by-round ratios: robust to load that changes between rounds."""
     return statistics.median(a / b for a, b in zip(numerator, denominator, strict=True))

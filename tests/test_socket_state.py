@@ -97,6 +97,7 @@ def test_requests_back_to_back_saturate_and_an_agent_waiting_for_its_frames_does
         serving.finished()
         clock.advance(0.04)
     assert not serving.saturated()
+    serving.working = 1  # its changes wait for (or are being sent by) the fan-out
     for _ in range(20):  # a client posting back to back
         serving.started()
         clock.advance(0.005)
@@ -107,9 +108,35 @@ def test_requests_back_to_back_saturate_and_an_agent_waiting_for_its_frames_does
     assert not serving.saturated()
 
 
+def test_a_client_posting_back_to_back_saturates_however_slowly_it_turns_around() -> None:
+    clock = Clock()
+    serving = Serving(clock)
+    serving.working = 1
+    for _ in range(40):  # on a loaded machine: 8 ms a request, 6 ms before the next one
+        serving.started()
+        clock.advance(0.008)
+        serving.finished()
+        clock.advance(0.006)
+    assert serving.saturated()
+
+
+def test_an_agent_waiting_for_its_frames_is_not_saturating_however_slow_its_requests() -> None:
+    clock = Clock()
+    serving = Serving(clock)
+    for _ in range(40):  # on a loaded machine: 40 ms a request, its frame 10 ms after
+        serving.started()  # once the fan-out is done with its previous change
+        clock.advance(0.04)
+        serving.working += 1  # its change
+        serving.finished()
+        clock.advance(0.01)
+        serving.working -= 1
+    assert not serving.saturated()
+
+
 def test_overlapping_requests_saturate() -> None:
     clock = Clock()
     serving = Serving(clock)
+    serving.working = 1
     serving.started()
     for _ in range(30):  # two clients: each request starts while the other's is in flight
         clock.advance(0.02)

@@ -10,6 +10,7 @@ watchers fall behind gets fewer, larger frames. Pure: the caller knows when it i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 
 # The most positions one told change carries (the latest): a watcher missing earlier ones
@@ -43,17 +44,20 @@ class Positions:
 
 Clock = Callable[[], float]
 
-# A process is saturated with requests when they come back to back: on average (a moving
-# average, each request weighing WEIGHT) less than GAP seconds pass between one request's
-# end and the next one's start. While it is, its fan-out takes at most SHARE of the time
-# (ingest first), with BURST seconds of delivering in hand after a quiet moment, and never
-# waits longer than BURST / SHARE seconds. A process that is not saturated (an agent that
-# waits for its frames, a few agents) delivers every change at once.
-SHARE = 0.1
-BURST = 0.2
-GAP = 0.005
+# A process is saturated with requests when some request was in flight more than BUSY of
+# the recent time (a moving average over about TAU seconds) and requests come while its
+# fan-out is still at work (more than half of the recent ones, each weighing WEIGHT): a
+# client posting back to back, however slowly it turns around, or several clients at once.
+# An agent that waits for its frames before it posts again is not (its requests come once
+# the fan-out is done), however slow its requests. While a process is saturated, its
+# fan-out takes at most SHARE of the time (ingest first), with BURST seconds of delivering
+# in hand after a quiet moment, and never waits longer than BURST / SHARE seconds;
+# otherwise every change is delivered at once.
+SHARE = 0.05
+BURST = 0.1
+BUSY = 0.5
+TAU = 0.1
 WEIGHT = 0.2
-QUIET = 0.05  # seconds without a request: not saturated, whatever came before
 
 
 class Budget:
@@ -88,25 +92,36 @@ class Budget:
 
 
 class Serving:
-    """This process's requests: how many are in flight, and how long it waits between
-    them (the moving average of the gap from one's end to the next one's start, 0 when
-    they overlap)."""
+    """This process's requests: how many are in flight, for what share of the recent time
+    one was (an exponential moving average, over about `tau` seconds), and how many of the
+    recent ones came while the fan-out was at work (`working`: the fan-out's count of
+    conversations with changes waiting or being delivered)."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, tau: float = TAU, busy: float = BUSY) -> None:
         self.clock = clock
+        self.tau = tau
+        self.busy = busy
         self.in_flight = 0
-        self.gap = 1.0
-        self.ended = float("-inf")
+        self.working = 0
+        self.share = 0.0
+        self.crowded = 0.0
+        self.at = clock()
+
+    def _advance(self) -> None:
+        now = self.clock()
+        kept = math.exp(-max(0.0, now - self.at) / self.tau)
+        self.share = self.share * kept + (1.0 - kept if self.in_flight else 0.0)
+        self.at = now
 
     def started(self) -> None:
-        gap = 0.0 if self.in_flight else min(1.0, self.clock() - self.ended)
-        self.gap += (gap - self.gap) * WEIGHT
+        self._advance()
         self.in_flight += 1
+        self.crowded += ((1.0 if self.working else 0.0) - self.crowded) * WEIGHT
 
     def finished(self) -> None:
+        self._advance()
         self.in_flight -= 1
-        self.ended = self.clock()
 
     def saturated(self) -> bool:
-        recent = self.in_flight > 0 or self.clock() - self.ended < QUIET
-        return recent and self.gap < GAP
+        self._advance()
+        return self.share > self.busy and self.crowded > 0.5

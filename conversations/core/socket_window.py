@@ -96,14 +96,20 @@ class HeldWindow:
 
     def sent(self, counts: Mapping[int, int]) -> None:
         """A frame with these counts went out; a tail page keeps its last DOCUMENT."""
+        held = self.held
         for seq, n in counts.items():
-            self.held[seq] = max(self.held.get(seq, 0), n)
-        if self.tail:
-            last = max(self.held)
+            held[seq] = max(held.get(seq, 0), n)
+        if self.tail and held:
+            # (This runs for every socket and frame: the end and the trim without a pass
+            # over what the client holds.)
+            last = max(max(counts, default=self.first), self.first + self.span - 1)
+            while last + 1 in held:
+                last += 1
             first = page_windows.trimmed(self.first, last)
-            if first != self.first:  # (only then: this runs for every socket and frame)
+            if first != self.first:
+                for seq in [*range(self.first, first), *(s for s in counts if s < first)]:
+                    held.pop(seq, None)
                 self.first = first
-                self.held = {seq: n for seq, n in self.held.items() if seq >= first}
             self.span = last - self.first + 1
 
 

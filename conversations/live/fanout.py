@@ -11,7 +11,7 @@ hold the same positions get the same frame, rendered once (`render_cache.batches
 A change is delivered at once (the leading edge). Changes that arrive while the previous one
 is still being rendered or sent wait, merged (`core/bursts.py`), and go out together when it
 is done; and while the process is saturated with requests and its fan-out has taken its
-share of the time (`bursts.Budget`, 10 %), changes wait for the requests: coalescing only
+share of the time (`bursts.Budget`, 5 %), changes wait for the requests: coalescing only
 while this process is behind, never on a fixed timer. A socket that is itself
 behind (busy with a resume or a resync, still opening, missing an earlier message) is
 left out of the shared frame and takes its own path under its lock: the positions it
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 1.0  # after the layer failed a receive (Redis down): try again this soon
+RECHECK_SECONDS = 0.05  # while changes wait for the requests: whether they still should
 # This process's HTTP requests in flight, counted by the ASGI entry (replaysite/asgi.py):
 # the fan-out yields to them once it has had its share.
 serving = bursts.Serving(time.monotonic)
@@ -129,6 +130,7 @@ class Fanout:
         if message["type"] in ADDS:
             audience.waiting.add(positions_of(message))
             if audience.worker is None:
+                serving.working += 1  # until deliver_all is done: requests now crowd it
                 audience.worker = asyncio.ensure_future(self.deliver_all(audience))
         else:  # deleted, notes, alerts: each socket's own handler, as Channels names it
             self.spawn(tell_each(audience.sockets(), message))
@@ -145,7 +147,7 @@ class Fanout:
             wait = self.budget.wait(serving.saturated())
             if wait <= 0:
                 return
-            await asyncio.sleep(wait)
+            await asyncio.sleep(min(wait, RECHECK_SECONDS))  # saturation may end sooner
 
     async def deliver_all(self, audience: Audience) -> None:
         """Deliver what waits, then what came meanwhile, until nothing waits. While this
@@ -167,6 +169,7 @@ class Fanout:
                 self.budget.spent(time.monotonic() - started)
         finally:
             audience.worker = None
+            serving.working -= 1
 
 
 async def deliver(sockets: list[ConversationConsumer], positions: list[tuple[int, int]]) -> None:
