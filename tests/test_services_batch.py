@@ -101,6 +101,12 @@ def test_many_messages_take_a_bounded_number_of_queries(conversation):
             services.messages_append(conversation=conversation, messages=batch)
         return len(captured)
 
+    if connection.vendor == "postgresql":
+        # Each table's rows in one COPY (not a query the capture sees), the messages' and
+        # blocks' ids read from their sequences first: the same statements for any batch.
+        assert queries(3) == 9
+        assert queries(2000) == 9
+        return
     # With the search entries, one insert; one read of the previous message's running token
     # totals (docs/contract.md §7: each batch's counts continue them); the finder marks, one
     # statement (results unmark).
@@ -188,6 +194,9 @@ def test_a_message_of_many_blocks_goes_in_inserts_of_bounded_size(conversation):
         _, stored = services.message_append(conversation=conversation, role="user", blocks=blocks)
     head = 'INSERT INTO "conversations_block"'
     inserts = [q["sql"] for q in queries if q["sql"].startswith(head)]
-    assert len(inserts) >= 3
-    assert all(sql.count("), (") < bound for sql in inserts)
+    if connection.vendor == "postgresql":
+        assert inserts == []  # one COPY of the rows, streamed: no statement holds them
+    else:
+        assert len(inserts) >= 3
+        assert all(sql.count("), (") < bound for sql in inserts)
     assert [Block.objects.get(pk=b.pk).text for b in stored] == [str(i) for i in range(count)]

@@ -29,7 +29,7 @@ from conversations.record.services.alerts import alerts_on_commit
 from conversations.record.services.conversations import _lock
 from conversations.record.services.errors import IngestError
 from conversations.record.services.finder_marks import _mark_problems
-from conversations.record.services.inserts import _bulk_insert
+from conversations.record.services.inserts import _bulk_insert, _new_row
 from conversations.record.services.search_entries import _insert_search_entries, _search_entries
 
 UNKNOWN_TOOL = "unknown"
@@ -87,8 +87,10 @@ def _append(
         )
         now = timezone.now()
         stored = [
-            Message(
-                conversation=locked,
+            _new_row(
+                Message,
+                "conversation",
+                locked,
                 seq=first + index,
                 role=role,
                 block_count=len(blocks),
@@ -265,21 +267,18 @@ def _resolve_names(
 
 
 def _row(message: Message, seq: int, block: BlockIn, name: str) -> Block:
-    row = Block(message=message, seq=seq, type=block.type, name=name, origin=block.origin)
+    columns: dict[str, Any] = {"seq": seq, "type": block.type, "name": name, "origin": block.origin}
     match block:
         case TextIn(text=text) | ReasoningIn(text=text):
-            row.text = text
+            columns["text"] = text
         case ToolUseIn(id=call_id, input=value):
-            row.call_id = call_id
-            row.input_json = replay.tool_input_json(value)
+            columns["call_id"] = call_id
+            columns["input_json"] = replay.tool_input_json(value)
         case ToolResultIn(tool_use_id=call_id, content=content, is_error=is_error):
-            row.call_id = call_id
-            row.text = content
-            row.is_error = is_error
+            columns.update(call_id=call_id, text=content, is_error=is_error)
         case ImageIn(media_type=media_type, data=data):
-            row.media_type = media_type
-            row.data = data
-            row.width, row.height = image_size(data, media_type)
+            width, height = image_size(data, media_type)
+            columns.update(media_type=media_type, data=data, width=width, height=height)
         case _:
             assert_never(block)
-    return row
+    return _new_row(Block, "message", message, **columns)

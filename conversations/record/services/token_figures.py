@@ -14,7 +14,7 @@ from typing import Any, cast
 from django.db.models import F
 
 from conversations.core import next_request as nr
-from conversations.core import stored_counts, tokens
+from conversations.core import replay, stored_counts, tokens
 from conversations.core.blocks import BlockKind, Role
 from conversations.core.stored_counts import StoredFacts
 from conversations.record.models import Block, Conversation, Message
@@ -27,10 +27,16 @@ LATER_BATCH = 1000  # later messages' running totals moved per statement batch
 stats = {"blocks_counted": 0}
 
 
-def block_facts(row: Block) -> StoredFacts:
-    """Count a block row (not yet stored) once: sets `row.tokens`, returns its facts."""
-    value = block_value(row)
-    row.tokens = tokens.block_tokens(value, vision=VISION, shape=SHAPE)
+def block_facts(
+    row: Block, value: replay.Block | None = None, counted: int | None = None
+) -> StoredFacts:
+    """Count a block row (not yet stored) once: sets `row.tokens`, returns its facts.
+    `value` is the row's value and `counted` its tokens when the caller has them (a
+    batch's texts are counted together, `count_new`)."""
+    value = block_value(row) if value is None else value
+    row.tokens = (
+        tokens.block_tokens(value, vision=VISION, shape=SHAPE) if counted is None else counted
+    )
     stats["blocks_counted"] += 1
     return StoredFacts(
         cast(BlockKind, row.type), row.tokens, tokens.blank(value),
@@ -69,9 +75,17 @@ def count_new(
     if previous is not None:
         before = previous[0] or 0
         run = dict((previous[1] or {}).get("run", {}))
+    # Every text of the batch counted at once (each distinct one once): as `block_tokens`
+    # counts a block's prose; an image's own tokens are arithmetic, counted as it goes.
+    values = [[block_value(row) for row in message_rows] for message_rows in rows]
+    texts = [replay.prose(v) for vs in values for v in vs if not isinstance(v, replay.ImageBlock)]
+    counted = iter(tokens.count_texts(texts))
     turns: dict[str, int] = {}
-    for message, message_rows in zip(messages, rows, strict=True):
-        facts = [block_facts(row) for row in message_rows]
+    for message, message_rows, message_values in zip(messages, rows, values, strict=True):
+        facts = [
+            block_facts(row, v, None if isinstance(v, replay.ImageBlock) else next(counted))
+            for row, v in zip(message_rows, message_values, strict=True)
+        ]
         before += _fill(message, facts, before, run)
         run = cast(dict[str, Any], message.counts)["run"]
         _measure(conversation, message, turns)
