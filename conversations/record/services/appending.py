@@ -105,12 +105,9 @@ def _append(
             rows.append(
                 [_row(message, seq, block, next(next_name)) for seq, block in enumerate(blocks)]
             )
-        token_figures.count_new(locked, stored, rows)  # each block counted once, here
-        _bulk_insert(Message, stored)
-        for message, message_rows in zip(stored, rows, strict=True):
-            for row in message_rows:
-                row.message_id = message.pk
-        _bulk_insert(Block, [row for message_rows in rows for row in message_rows])
+        # Each block counted once, here: its texts counted beside this thread while the
+        # database indexes the batch's words (the search entries need no ids).
+        counting = token_figures.start_counting(rows)
         _insert_search_entries(
             locked,
             [
@@ -119,6 +116,12 @@ def _append(
                 for entry in _search_entries(message, message_rows)
             ],
         )
+        token_figures.count_new(locked, stored, rows, counting)
+        _bulk_insert(Message, stored)
+        for message, message_rows in zip(stored, rows, strict=True):
+            for row in message_rows:
+                row.message_id = message.pk
+        _bulk_insert(Block, [row for message_rows in rows for row in message_rows])
         _mark_problems(locked, list(zip(stored, rows, strict=True)))
         added_blocks = sum(len(blocks) for _, blocks, _ in messages)
         # The list row's state: errors add up; the last message's open calls replace the

@@ -8,7 +8,10 @@ conversation row locked; nothing here broadcasts.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, cast
 
 from django.db.models import F
@@ -58,13 +61,44 @@ def _fill(message: Message, facts: Sequence[StoredFacts], before: int, run: dict
     return count.tokens
 
 
+# Counting a batch's texts runs beside the request's thread (the encoder releases the
+# interpreter's lock), so the database indexes the batch's words meanwhile (`appending`).
+_COUNTERS = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="counts")
+AT_ONCE_CHARS = 65_536  # text counted in the caller's thread (a handoff costs more)
+
+
+@dataclass(frozen=True, slots=True)
+class Counting:
+    """A batch's blocks' values and their texts' counts (`counts`: when done)."""
+
+    values: list[list[replay.Block]]
+    counts: Future[list[int]]
+
+
+def start_counting(rows: Sequence[Sequence[Block]]) -> Counting:
+    """Count the prose of every block of `rows` (each distinct text once), as
+    `block_tokens` counts it, in another thread when there is much of it."""
+    values = [[block_value(row) for row in message_rows] for message_rows in rows]
+    texts = [replay.prose(v) for vs in values for v in vs if not isinstance(v, replay.ImageBlock)]
+    if sum(map(len, texts)) > AT_ONCE_CHARS:
+        return Counting(values, _COUNTERS.submit(tokens.count_texts, texts))
+    done: Future[list[int]] = Future()
+    done.set_result(tokens.count_texts(texts))
+    return Counting(values, done)
+
+
 def count_new(
-    conversation: Conversation, messages: Sequence[Message], rows: Sequence[Sequence[Block]]
+    conversation: Conversation,
+    messages: Sequence[Message],
+    rows: Sequence[Sequence[Block]],
+    counting: Counting | None = None,
 ) -> None:
     """Count new messages (not yet stored, consecutive from the conversation's end) and
-    their block rows: sets the blocks' `tokens` and the messages' figures."""
+    their block rows: sets the blocks' `tokens` and the messages' figures. `counting`:
+    `start_counting(rows)`, when the caller started it earlier."""
     if not messages:
         return
+    counting = start_counting(rows) if counting is None else counting
     first = messages[0].seq
     previous = (
         Message.objects.filter(conversation=conversation, seq=first - 1)
@@ -75,13 +109,11 @@ def count_new(
     if previous is not None:
         before = previous[0] or 0
         run = dict((previous[1] or {}).get("run", {}))
-    # Every text of the batch counted at once (each distinct one once): as `block_tokens`
-    # counts a block's prose; an image's own tokens are arithmetic, counted as it goes.
-    values = [[block_value(row) for row in message_rows] for message_rows in rows]
-    texts = [replay.prose(v) for vs in values for v in vs if not isinstance(v, replay.ImageBlock)]
-    counted = iter(tokens.count_texts(texts))
+    # Every text of the batch counted at once; an image's own tokens are arithmetic,
+    # counted as it goes.
+    counted = iter(counting.counts.result())
     turns: dict[str, int] = {}
-    for message, message_rows, message_values in zip(messages, rows, values, strict=True):
+    for message, message_rows, message_values in zip(messages, rows, counting.values, strict=True):
         facts = [
             block_facts(row, v, None if isinstance(v, replay.ImageBlock) else next(counted))
             for row, v in zip(message_rows, message_values, strict=True)
