@@ -81,6 +81,7 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
         task.exception()
 
 
+from conversations.core import tokens  # noqa: E402
 from conversations.live.internals import Wire  # noqa: E402
 from conversations.live.routing import websocket_urlpatterns  # noqa: E402
 from conversations.record import alert_loop  # noqa: E402
@@ -93,6 +94,10 @@ from replaysite.origin import SameOriginValidator  # noqa: E402
 # user, permission and conversation in one query (conversations/live/access.py).
 route_access_log()
 alert_loop.start_with_server()  # docs/contract.md §11: alerts' clocks and webhooks
+# The tokenizer (73 MB) is part of the server, loaded as it starts: every stored block is
+# counted as it is written (docs/contract.md §7), so the first write (or page) neither
+# waits for it nor makes the server's memory after start-up look smaller than it is.
+tokens.encoding()
 application = RequestIds(
     ProtocolTypeRouter(
         {

@@ -119,11 +119,11 @@ def plan() -> str:
     """The database's plan for a search's entries."""
     from django.db import connection
 
-    from conversations.record import selectors
+    from conversations.record import search_reads
     from conversations.record.search import through_index
 
     sql, params = (
-        selectors.search_entries("agent").values("conversation_id").query.sql_with_params()
+        search_reads.search_entries("agent").values("conversation_id").query.sql_with_params()
     )
     with through_index(), connection.cursor() as cursor:
         if connection.vendor == "sqlite":

@@ -16,7 +16,7 @@ from django.contrib.auth.models import Permission
 from django.contrib.messages import get_messages
 from django.test import Client
 
-from conversations.record import events, selectors, services
+from conversations.record import events, search_reads, selectors, services
 from conversations.record.models import ApiToken, Block, Conversation, Message
 from conversations.record.schemas import BLOCK_ADAPTER
 
@@ -297,7 +297,7 @@ def test_message_search_reads_a_bounded_number_of_blocks(
     conversation = services.conversation_create(title="Many")
     for n in range(5):
         append(conversation, "user", {"type": "text", "text": f"needle {n}"})
-    monkeypatch.setattr(selectors, "MESSAGE_SEARCH_BLOCKS", 3)
+    monkeypatch.setattr(search_reads, "MESSAGE_SEARCH_BLOCKS", 3)
 
     response = admin_client.get(MESSAGES, {"q": "needle"})
 
@@ -313,7 +313,7 @@ def test_message_search_lists_the_messages_of_a_bounded_number_of_titles(
     for n in range(4):
         conversation = services.conversation_create(title=f"Quarterly {n}")
         append(conversation, "user", {"type": "text", "text": f"nothing to find {n}"})
-    monkeypatch.setattr(selectors, "MESSAGE_SEARCH_TITLES", 2)
+    monkeypatch.setattr(search_reads, "MESSAGE_SEARCH_TITLES", 2)
 
     response = admin_client.get(MESSAGES, {"q": "quarterly"})
 

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from conversations.core import list_status
 from conversations.live import fragments
-from conversations.record import selectors, services
+from conversations.record import search_reads, services
 from conversations.record.file_follower import Tail
 from conversations.record.models import Block, Conversation, Message
 from conversations.record.schemas import BLOCK_ADAPTER
@@ -355,7 +355,7 @@ def test_a_filtered_page_reads_its_partial_index(
 ) -> None:
     for n in range(40):
         store(f"c{n}", ("assistant", [tool_use("a")] if n % 5 else [error("a")], {}))
-    found = selectors.conversation_list(**filters)  # type: ignore[arg-type]
+    found = search_reads.conversation_list(**filters)  # type: ignore[arg-type]
     sql, params = found[:25].query.sql_with_params()
     count_sql, count_params = found.order_by().values("pk").query.sql_with_params()
     with connection.cursor() as cursor:

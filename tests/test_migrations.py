@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.loader import MigrationLoader
 
-from conversations.record import selectors, services
+from conversations.record import search_reads, services
 from conversations.record.models import Block, Conversation, Message, SearchEntry
 from conversations.record.schemas import BLOCK_ADAPTER
 from tests.builders import png, stored, text, tool_result, tool_use
@@ -97,8 +97,8 @@ def test_the_search_migration_writes_the_entries_the_services_write() -> None:
     assert set(SearchEntry.objects.values_list(*columns)) == written
     # The index the migration installed answers the searches.
     for q in ("emile σίσυφος", "STRASSE naive", "京", "grep haystack", "found needle", "wor"):
-        assert selectors.conversation_list(q=q).count() == 1, q
-    assert not selectors.conversation_list(q="beyond").exists()  # past the indexed start
+        assert search_reads.conversation_list(q=q).count() == 1, q
+    assert not search_reads.conversation_list(q="beyond").exists()  # past the indexed start
 
 
 # -- 0009 backfills the list counters without losing a concurrent append ---------------

@@ -14,7 +14,7 @@ from django.contrib.auth.models import Permission, User
 from django.db import connection
 from django.test import Client
 
-from conversations.record import services
+from conversations.record import search_reads, services
 from conversations.record.models import Conversation, Note, NoteLabel
 from tests.builders import make_user, stored, text, tool_result, tool_use
 from tests.conftest import ApiClient
@@ -633,15 +633,13 @@ def test_notes_go_with_their_conversation(operator: User) -> None:
 
 @pytest.mark.sqlite
 def test_notes_are_searched_and_filtered_on_sqlite_too(operator: User) -> None:
-    from conversations.record import selectors
-
     conversation = run()
     note = note_by(operator, conversation, 1, text="Ünïcode Straße", labels=["db"])
-    assert list(selectors.conversation_list(q="strasse")) == [conversation]
-    assert list(selectors.conversation_list(q="unic")) == [conversation]
-    assert list(selectors.conversation_list(label="db")) == [conversation]
+    assert list(search_reads.conversation_list(q="strasse")) == [conversation]
+    assert list(search_reads.conversation_list(q="unic")) == [conversation]
+    assert list(search_reads.conversation_list(label="db")) == [conversation]
     services.note_delete(note=note)
-    assert list(selectors.conversation_list(q="strasse")) == []
+    assert list(search_reads.conversation_list(q="strasse")) == []
 
 
 # -- bounds --------------------------------------------------------------------------------------

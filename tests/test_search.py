@@ -15,7 +15,7 @@ from django.test import Client
 from conversations.core import search
 from conversations.core.blocks import TextBlock, ToolResultBlock, ToolUseBlock
 from conversations.record import search as index
-from conversations.record import selectors, services
+from conversations.record import search_reads, services
 from conversations.record.models import Conversation, SearchEntry
 from conversations.record.schemas import BLOCK_ADAPTER
 from tests.builders import png, text, tool_result, tool_use
@@ -279,7 +279,7 @@ def test_the_search_reads_the_full_text_index(db: None) -> None:
             blocks=[BLOCK_ADAPTER.validate_python(text(f"word{n} and more words"))],
         )
     # The list reads the entries through the index, then the conversations by their ids.
-    entries = selectors.search_entries("word1 mor").values("conversation_id")
+    entries = search_reads.search_entries("word1 mor").values("conversation_id")
     sql, params = entries.query.sql_with_params()
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
@@ -321,9 +321,11 @@ def test_the_migration_indexes_what_was_stored_before_it() -> None:
     executor = MigrationExecutor(connection)
     executor.migrate(leaves)
     cid = conversation.pk
-    assert set(selectors.conversation_list(q="emile").values_list("pk", flat=True)) == {cid}
-    assert set(selectors.conversation_list(q="σίσυφος").values_list("pk", flat=True)) == {cid}
-    assert set(selectors.conversation_list(q="grep needle").values_list("pk", flat=True)) == {cid}
+    assert set(search_reads.conversation_list(q="emile").values_list("pk", flat=True)) == {cid}
+    assert set(search_reads.conversation_list(q="σίσυφος").values_list("pk", flat=True)) == {cid}
+    assert set(search_reads.conversation_list(q="grep needle").values_list("pk", flat=True)) == {
+        cid
+    }
     assert SearchEntry.objects.filter(conversation_id=cid).count() == 3
 
 
@@ -425,8 +427,8 @@ def test_a_tool_result_is_indexed_in_its_start_and_its_end(api: ApiClient) -> No
 @pytest.fixture
 def common_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     """Words in more than 3 entries take the walking path (as a common word does at scale)."""
-    monkeypatch.setattr(selectors, "SEARCH_ENTRIES", 3)
-    monkeypatch.setattr(selectors, "HIT_ENTRIES", 3)
+    monkeypatch.setattr(search_reads, "SEARCH_ENTRIES", 3)
+    monkeypatch.setattr(search_reads, "HIT_ENTRIES", 3)
 
 
 def test_a_common_word_is_found_by_walking_with_the_same_answer(
@@ -436,8 +438,8 @@ def test_a_common_word_is_found_by_walking_with_the_same_answer(
     quiet = create(api, "quiet", text("nothing to see"))
     api.post(f"{LIST}/{ids[2]}/messages", {"role": "user", "blocks": [text("shared again")]})
     exact = api.get(LIST, q="shared alp").json()
-    monkeypatch.setattr(selectors, "SEARCH_ENTRIES", 3)
-    monkeypatch.setattr(selectors, "HIT_ENTRIES", 3)
+    monkeypatch.setattr(search_reads, "SEARCH_ENTRIES", 3)
+    monkeypatch.setattr(search_reads, "HIT_ENTRIES", 3)
     walked = api.get(LIST, q="shared alp").json()
     assert [r["id"] for r in walked["results"]] == [r["id"] for r in exact["results"]]
     assert {r["id"] for r in walked["results"]} == set(ids) and quiet not in str(walked)
@@ -448,7 +450,7 @@ def test_a_common_word_is_found_by_walking_with_the_same_answer(
 def test_a_common_words_count_stops_at_the_cap(
     api: ApiClient, monkeypatch: pytest.MonkeyPatch, common_paths: None
 ) -> None:
-    monkeypatch.setattr(selectors, "SEARCH_COUNT_CAP", 4)
+    monkeypatch.setattr(search_reads, "SEARCH_COUNT_CAP", 4)
     for n in range(6):
         create(api, f"run {n}", text("shared"))
     body = api.get(LIST, q="shared", page_size="2").json()
@@ -460,7 +462,7 @@ def test_a_common_words_count_stops_at_the_cap(
 def test_the_list_page_says_a_capped_count_is_more(
     operator_client: Client, monkeypatch: pytest.MonkeyPatch, common_paths: None
 ) -> None:
-    monkeypatch.setattr(selectors, "SEARCH_COUNT_CAP", 26)
+    monkeypatch.setattr(search_reads, "SEARCH_COUNT_CAP", 26)
     for n in range(30):
         services.message_append(
             conversation=services.conversation_create(title=f"run {n}"),
@@ -474,8 +476,8 @@ def test_the_list_page_says_a_capped_count_is_more(
 def test_a_search_reads_a_bounded_number_of_entries_whatever_is_stored(
     db: None, django_assert_max_num_queries: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(selectors, "SEARCH_ENTRIES", 3)
-    monkeypatch.setattr(selectors, "HIT_ENTRIES", 3)
+    monkeypatch.setattr(search_reads, "SEARCH_ENTRIES", 3)
+    monkeypatch.setattr(search_reads, "HIT_ENTRIES", 3)
     for n in range(8):
         services.message_append(
             conversation=services.conversation_create(title=f"run {n}"),
@@ -483,14 +485,14 @@ def test_a_search_reads_a_bounded_number_of_entries_whatever_is_stored(
             blocks=[BLOCK_ADAPTER.validate_python(text("shared")) for _ in range(3)],
         )
     with django_assert_max_num_queries(6):  # the index's first entries; planner settings
-        found = selectors.conversation_list(q="shared")
+        found = search_reads.conversation_list(q="shared")
     with django_assert_max_num_queries(1):
         page = list(found[:5])
     assert len(page) == 5
     # The index and then the walks (each with its planner settings, in a savepoint), a
     # walk per conversation, the blocks: a number bounded by the page, not by what is stored.
     with django_assert_max_num_queries(5 + 5 + 5):
-        hits = selectors.search_hits(page, "shared")
+        hits = search_reads.search_hits(page, "shared")
     assert {hit.message_seq for hit in hits.values()} == {0}
 
 
@@ -509,16 +511,16 @@ def test_a_word_most_newest_conversations_hold_is_walked_without_the_index(
     ids = [create(api, f"run {n}", text(f"word{n} shared")) for n in range(5)]
     create(api, "quiet", text("nothing"))
     exact = api.get(LIST, q="shar").json()
-    monkeypatch.setattr(selectors, "PROBE_CONVERSATIONS", 4)
-    monkeypatch.setattr(selectors, "PROBE_COMMON", 3)
-    found = selectors.conversation_list(q="shar")
+    monkeypatch.setattr(search_reads, "PROBE_CONVERSATIONS", 4)
+    monkeypatch.setattr(search_reads, "PROBE_COMMON", 3)
+    found = search_reads.conversation_list(q="shar")
     # PostgreSQL walks (each row carries its first match); SQLite's FTS5 is always asked.
     walked = connection.vendor == "postgresql"
     assert all(hasattr(c, "first_entry") for c in found) == walked
     assert api.get(LIST, q="shar").json() == exact
     assert {r["id"] for r in exact["results"]} == set(ids)
     # A word fewer of them hold is asked of the index.
-    assert not any(hasattr(c, "first_entry") for c in selectors.conversation_list(q="word1"))
+    assert not any(hasattr(c, "first_entry") for c in search_reads.conversation_list(q="word1"))
 
 
 def test_the_planner_settings_of_a_search_are_put_back(db: None) -> None:

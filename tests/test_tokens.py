@@ -227,6 +227,14 @@ def test_a_long_text_counts_as_the_encoder_counts_it_whole(
         assert tokens.count_text(text) == measured.tokens
 
 
+def test_a_batch_of_texts_counts_each_as_it_counts_alone() -> None:
+    # Ingest counts a batch's texts together (each distinct text and piece once): the
+    # figures stored must not depend on what else the batch holds.
+    texts = [*long_texts(), "", "hello", "hello", "a b  c\n\n/d", " ", *long_texts()[:2]]
+    assert tokens.count_texts(texts) == [tokens.count_text(t) for t in texts]
+    assert tokens.count_texts([]) == []
+
+
 def test_a_megabyte_of_whitespace_counts_instead_of_crashing_the_encoder() -> None:
     # Encoded whole, a million spaces overflow the encoder's stack: a Rust panic, which
     # is a BaseException that no `except Exception` of a page or frame would catch.

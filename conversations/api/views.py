@@ -29,6 +29,7 @@ from conversations.record import (
     comparing,
     note_reads,
     preview_counts,
+    search_reads,
     selectors,
     services,
     shapes,
@@ -111,7 +112,7 @@ def conversations(request: HttpRequest) -> HttpResponse:
     except OptionError as exc:
         raise ApiError(400, exc.message, field=exc.field) from None
     try:
-        found = selectors.conversation_list(
+        found = search_reads.conversation_list(
             q=q,
             has_errors=filters.has_errors,
             unanswered=filters.unanswered,
@@ -121,7 +122,7 @@ def conversations(request: HttpRequest) -> HttpResponse:
             found = alert_reads.with_open_alerts(found)
     except QueryError as exc:
         raise ApiError(400, exc.message, field=exc.field) from None
-    paginator = (selectors.CappedPaginator if q.strip() else Paginator)(found, page_size)
+    paginator = (search_reads.CappedPaginator if q.strip() else Paginator)(found, page_size)
     try:
         page = paginator.page(number)
     except (EmptyPage, PageNotAnInteger):
@@ -137,7 +138,7 @@ def conversations(request: HttpRequest) -> HttpResponse:
     results = [shapes.conversation_data(c, url=_url(request, c)) for c in page.object_list]
     if q.strip():
         # Where each conversation matched: its first matching block (None: the title only).
-        hits = selectors.search_hits(page.object_list, q)
+        hits = search_reads.search_hits(page.object_list, q)
         for conversation, result in zip(page.object_list, results, strict=True):
             hit = hits.get(conversation.pk)
             result["match"] = hit and {

@@ -145,6 +145,30 @@ def measure_text(text: str) -> TextCount:
     return TextCount(total, exact)
 
 
+def count_texts(texts: Sequence[str]) -> list[int]:
+    """`count_text` of each text, as it would count them one by one: each distinct text
+    is cut into pieces once and each distinct piece encoded once (a batch of agent turns
+    repeats its tool outputs, prompts and file reads)."""
+    encode = encoding().encode_ordinary
+    pieces: dict[str, int] = {}
+    spans: dict[str, list[tuple[int, int, bool]]] = {}
+    for text in texts:
+        if text and text not in spans:
+            spans[text] = cut = list(_pieces(text))
+            for start, end, whole in cut:
+                if whole:
+                    pieces.setdefault(text[start:end], 0)
+    for piece in pieces:
+        pieces[piece] = len(encode(piece))
+    counted: dict[str, int] = {"": 0}
+    for text, cut in spans.items():
+        counted[text] = sum(
+            pieces[text[start:end]] if whole else _extrapolated(text, start, end)
+            for start, end, whole in cut
+        )
+    return [counted[text] for text in texts]
+
+
 def _pieces(text: str) -> Iterator[tuple[int, int, bool]]:
     """(start, end, exact) spans covering `text` in order, each cut at a `CUT` place;
     an unbroken run over `4 * COUNT_CHUNK` characters is one span, not exact."""
@@ -165,10 +189,20 @@ def _pieces(text: str) -> Iterator[tuple[int, int, bool]]:
 
 
 def _last_cut(text: str, floor: int, limit: int) -> int | None:
-    last = None
-    for found in CUT.finditer(text, floor + 1, limit + 1):
-        last = found.start()
-    return last if last is not None and last > floor else None
+    """The last `CUT` place in (floor, limit], looked for in windows growing back from
+    `limit` (each `CUT` place is found whatever the search starts at: its matches are
+    one character or empty, never overlapping)."""
+    window = 256
+    while True:
+        begin = max(floor + 1, limit + 1 - window)
+        last = None
+        for found in CUT.finditer(text, begin, limit + 1):
+            last = found.start()
+        if last is not None:
+            return last if last > floor else None
+        if begin == floor + 1:
+            return None
+        window *= 4
 
 
 def _extrapolated(text: str, start: int, end: int) -> int:

@@ -19,7 +19,14 @@ from conversations.core.notes import MessageNotes
 from conversations.core.options import ReplayOptions
 from conversations.dashboard import presenters, share_pages
 from conversations.dashboard.presenters import alerts as alerts_presenter
-from conversations.record import alert_reads, note_reads, selectors, services, token_counts
+from conversations.record import (
+    alert_reads,
+    note_reads,
+    search_reads,
+    selectors,
+    services,
+    token_counts,
+)
 from conversations.record.models import Conversation, ShareLink
 
 
@@ -182,7 +189,7 @@ LIST_ROWS = 25  # rows a list page shows: the most a list socket sends when it o
 def rows_since(since: datetime) -> str:
     """The list rows of the conversations active after `since`, oldest first (each row moves
     to the top as it is applied), at most a page of them."""
-    changed = list(selectors.conversation_list().filter(updated_at__gt=since)[:LIST_ROWS])
+    changed = list(search_reads.conversation_list().filter(updated_at__gt=since)[:LIST_ROWS])
     labels = note_reads.labels_of([c.pk for c in changed])
     return "".join(
         render_to_string("conversations/list.html#row", {"row": row})

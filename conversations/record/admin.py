@@ -22,7 +22,7 @@ from pydantic import ValidationError as SchemaError
 
 from conversations.core import replay, strictjson
 from conversations.core.search import QueryError
-from conversations.record import selectors, services, shapes
+from conversations.record import search_reads, selectors, services, shapes
 from conversations.record.models import (
     ApiToken,
     Block,
@@ -195,19 +195,21 @@ class MessageAdmin(ReadOnlyMixin, admin.ModelAdmin[Message]):
         self, request: HttpRequest, queryset: QuerySet[Message], search_term: str
     ) -> tuple[QuerySet[Message], bool]:
         """Block text and titles through the full-text index, or a conversation's id
-        (`selectors.messages_matching`: bounded, index-backed)."""
+        (`search_reads.messages_matching`: bounded, index-backed)."""
         if not search_term.strip():
             return queryset, False
         try:
-            found = selectors.messages_matching(search_term, limit=selectors.MESSAGE_SEARCH_BLOCKS)
+            found = search_reads.messages_matching(
+                search_term, limit=search_reads.MESSAGE_SEARCH_BLOCKS
+            )
         except QueryError as exc:
             self.message_user(request, exc.message, messages.ERROR)
             return queryset.none(), False
         if found.capped:
             self.message_user(
                 request,
-                f"More than {selectors.MESSAGE_SEARCH_BLOCKS:,} blocks (or "
-                f"{selectors.MESSAGE_SEARCH_TITLES} titles) hold these words: shown are the "
+                f"More than {search_reads.MESSAGE_SEARCH_BLOCKS:,} blocks (or "
+                f"{search_reads.MESSAGE_SEARCH_TITLES} titles) hold these words: shown are the "
                 "messages of the first ones found. Add a word to narrow it.",
                 messages.WARNING,
             )

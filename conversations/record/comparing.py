@@ -25,7 +25,7 @@ from django.db.models.functions import Substr
 from conversations.core import compare, diff, replay
 from conversations.core.compare import PAGE_ROWS, Alignment, MessageText, Row, Summary
 from conversations.core.options import ReplayOptions
-from conversations.record import selectors, token_counts
+from conversations.record import search_reads, selectors, token_counts
 from conversations.record.models import Block, Conversation, Message
 from conversations.record.rows import (
     BlockRow,
@@ -436,6 +436,6 @@ def candidates(
     found = None
     if q.strip():
         found = list(
-            selectors.conversation_list(q=q).exclude(pk=conversation.pk)[: compare.PICK_LIMIT]
+            search_reads.conversation_list(q=q).exclude(pk=conversation.pk)[: compare.PICK_LIMIT]
         )
     return nearby, label, found

@@ -28,7 +28,8 @@ from conversations.record import note_reads
 from conversations.record.models import Block, Conversation, FinderMark, Message, SearchEntry
 from conversations.record.rows import Pairs as Pairs
 from conversations.record.search import Matches, along_entries, through_index
-from conversations.record.selectors import PreviewRow, searchable_text
+from conversations.record.search_reads import searchable_text
+from conversations.record.selectors import PreviewRow
 
 SCAN_MESSAGES = 1000  # messages one step of the finder reads
 SCAN_BLOCKS = 2000  # candidate blocks one step considers at most

@@ -70,7 +70,7 @@ def list_pager(page: Page[Any], *, q: str, filters: ListFilters) -> Pager | None
     return Pager(
         newer=list_query(q=q, filters=filters, page=newer) if newer else "",
         older=list_query(q=q, filters=filters, page=older) if older else "",
-        # A search's count stops at a cap (`selectors.CappedPaginator`): "of 40+".
+        # A search's count stops at a cap (`search_reads.CappedPaginator`): "of 40+".
         label=f"Page {page.number:,} of {page.paginator.num_pages:,}"
         + ("+" if getattr(page.paginator, "capped", False) else ""),
     )
@@ -101,7 +101,7 @@ def conversation_rows(
 ) -> list[ConversationRow]:
     """List rows, with whether each conversation's last message ends in unanswered tool
     calls, its model and error count (all read from its row) and, for a search, where in
-    the conversation it matched (`hits`: `selectors.search_hits`, by conversation id), its
+    the conversation it matched (`hits`: `search_reads.search_hits`, by conversation id), its
     notes' labels (`labels`: `note_reads.labels_of`) and its open alerts (`alerts`:
     `alert_reads.open_alert_counts`)."""
     hits = hits or {}

@@ -21,7 +21,7 @@ from conversations.dashboard.views.common import (
     bad_request,
     operator_required,
 )
-from conversations.record import alert_reads, note_reads, selectors
+from conversations.record import alert_reads, note_reads, search_reads, selectors
 from conversations.record.models import Conversation
 
 PER_PAGE = 25
@@ -40,7 +40,7 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
     since = timezone.now().isoformat()  # before the rows are read: the socket's position
     error = ""
     try:
-        found = selectors.conversation_list(
+        found = search_reads.conversation_list(
             q=q,
             has_errors=filters.has_errors,
             unanswered=filters.unanswered,
@@ -50,10 +50,10 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
             found = alert_reads.with_open_alerts(found)
     except QueryError as exc:
         found, error = Conversation.objects.none(), exc.message
-    paginator = selectors.CappedPaginator if q else Paginator
+    paginator = search_reads.CappedPaginator if q else Paginator
     page = paginator(found, PER_PAGE).get_page(request.GET.get("page"))
     conversations = list(page)
-    hits = selectors.search_hits(conversations, q) if q and not error else {}
+    hits = search_reads.search_hits(conversations, q) if q and not error else {}
     context = {
         "page": page,
         "q": q,

@@ -29,7 +29,7 @@ from conversations.record.services.alerts import alerts_on_commit
 from conversations.record.services.conversations import _lock
 from conversations.record.services.errors import IngestError
 from conversations.record.services.finder_marks import _mark_problems
-from conversations.record.services.inserts import _bulk_insert
+from conversations.record.services.inserts import _bulk_insert, _new_row
 from conversations.record.services.search_entries import _insert_search_entries, _search_entries
 
 UNKNOWN_TOOL = "unknown"
@@ -87,8 +87,10 @@ def _append(
         )
         now = timezone.now()
         stored = [
-            Message(
-                conversation=locked,
+            _new_row(
+                Message,
+                "conversation",
+                locked,
                 seq=first + index,
                 role=role,
                 block_count=len(blocks),
@@ -103,12 +105,9 @@ def _append(
             rows.append(
                 [_row(message, seq, block, next(next_name)) for seq, block in enumerate(blocks)]
             )
-        token_figures.count_new(locked, stored, rows)  # each block counted once, here
-        _bulk_insert(Message, stored)
-        for message, message_rows in zip(stored, rows, strict=True):
-            for row in message_rows:
-                row.message_id = message.pk
-        _bulk_insert(Block, [row for message_rows in rows for row in message_rows])
+        # Each block counted once, here: its texts counted beside this thread while the
+        # database indexes the batch's words (the search entries need no ids).
+        counting = token_figures.start_counting(rows)
         _insert_search_entries(
             locked,
             [
@@ -117,6 +116,12 @@ def _append(
                 for entry in _search_entries(message, message_rows)
             ],
         )
+        token_figures.count_new(locked, stored, rows, counting)
+        _bulk_insert(Message, stored)
+        for message, message_rows in zip(stored, rows, strict=True):
+            for row in message_rows:
+                row.message_id = message.pk
+        _bulk_insert(Block, [row for message_rows in rows for row in message_rows])
         _mark_problems(locked, list(zip(stored, rows, strict=True)))
         added_blocks = sum(len(blocks) for _, blocks, _ in messages)
         # The list row's state: errors add up; the last message's open calls replace the
@@ -265,21 +270,18 @@ def _resolve_names(
 
 
 def _row(message: Message, seq: int, block: BlockIn, name: str) -> Block:
-    row = Block(message=message, seq=seq, type=block.type, name=name, origin=block.origin)
+    columns: dict[str, Any] = {"seq": seq, "type": block.type, "name": name, "origin": block.origin}
     match block:
         case TextIn(text=text) | ReasoningIn(text=text):
-            row.text = text
+            columns["text"] = text
         case ToolUseIn(id=call_id, input=value):
-            row.call_id = call_id
-            row.input_json = replay.tool_input_json(value)
+            columns["call_id"] = call_id
+            columns["input_json"] = replay.tool_input_json(value)
         case ToolResultIn(tool_use_id=call_id, content=content, is_error=is_error):
-            row.call_id = call_id
-            row.text = content
-            row.is_error = is_error
+            columns.update(call_id=call_id, text=content, is_error=is_error)
         case ImageIn(media_type=media_type, data=data):
-            row.media_type = media_type
-            row.data = data
-            row.width, row.height = image_size(data, media_type)
+            width, height = image_size(data, media_type)
+            columns.update(media_type=media_type, data=data, width=width, height=height)
         case _:
             assert_never(block)
-    return row
+    return _new_row(Block, "message", message, **columns)

@@ -1,22 +1,28 @@
-"""Multi-row INSERTs for the bulk appends: model rows given their new ids (`_bulk_insert`)
-and plain rows (`_insert_rows`), in a number of statements bounded by the parameter limit.
+"""Bulk inserts for the appends: model rows made cheaply (`_new_row`), stored and given
+their new ids (`_bulk_insert`), and plain rows (`_insert_rows`).
 
-On PostgreSQL each column goes as one array parameter (`INSERT … SELECT FROM unnest(…)`):
-one statement of a handful of parameters for any number of rows, which neither the
-driver (that splits a query at every placeholder) nor the server parses row by row.
+On PostgreSQL every row of a table goes in one COPY (ids taken from the table's sequence
+first): no statement text to build, quote or parse, and the driver writes the rows in C.
+Elsewhere multi-row INSERTs, in a number of statements bounded by the parameter limit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
-from django.apps import apps
 from django.db import connection
+from django.db.models import ForeignKey, Model
 
 from conversations.record.models import Block, Message
 
-PLAIN_FIELDS = {"CharField", "TextField", "PositiveIntegerField", "BooleanField"}
+M = TypeVar("M", bound=Model)
+
+PLAIN_FIELDS = {
+    "CharField", "TextField", "PositiveIntegerField", "BigIntegerField", "BooleanField",
+    "BigAutoField",
+}  # fmt: skip
 # Rows of one INSERT at most, whatever the batch (and even where the database sets no
 # parameter limit, as PostgreSQL): the driver parses each statement's text into one part
 # per parameter before it sends it, so a single statement for a 400,000-block message made
@@ -24,9 +30,36 @@ PLAIN_FIELDS = {"CharField", "TextField", "PositiveIntegerField", "BooleanField"
 ROWS_PER_STATEMENT = 1000
 
 
+@functools.cache
+def _maker(model: type[M]) -> Callable[..., M]:
+    """A function that makes an unsaved `model` row from its columns' values by attname,
+    the rest at their defaults: the model's positional constructor, which costs a fraction
+    of its keyword one (a 1,000-message batch makes thousands of rows)."""
+    fields = model._meta.concrete_fields
+    fixed = {f.attname: None if callable(f.default) else f.get_default() for f in fields}
+    fresh = [f for f in fields if callable(f.default)]  # `dict`: a new one for each row
+
+    def make(**values: Any) -> M:
+        row = fixed | {f.attname: f.get_default() for f in fresh if f.attname not in values}
+        row.update(values)
+        if len(row) != len(fixed):
+            raise TypeError(f"{model.__name__} has no {', '.join(set(row) - set(fixed))}")
+        return model(*row.values())
+
+    return make
+
+
+def _new_row(model: type[M], parent: str, of: Model, **values: Any) -> M:
+    """An unsaved `model` row whose foreign key `parent` is `of` (cached on the row, as
+    the keyword constructor would; its id is set when `of` is stored)."""
+    row: M = _maker(model)(**{f"{parent}_id": of.pk}, **values)
+    model._meta.get_field(parent).set_cached_value(row, of)  # type: ignore[union-attr]
+    return row
+
+
 def _bulk_insert(model: type[Message] | type[Block], objs: Sequence[Message | Block]) -> None:
-    """Insert `objs` and set their ids, in multi-row INSERTs of as many rows as the
-    database's parameter limit allows: a bounded number of statements.
+    """Insert `objs` and set their ids (`_insert_rows`: one COPY on PostgreSQL, else
+    multi-row INSERTs in a bounded number of statements).
 
     `bulk_create` does the same, but prepares each value's placeholder through the query
     compiler, which costs more than the database does for a 10,000-message batch.
@@ -37,15 +70,19 @@ def _bulk_insert(model: type[Message] | type[Block], objs: Sequence[Message | Bl
         model.objects.bulk_create(objs)  # type: ignore[arg-type]
         return
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    # Plain ints, strings and bools go as they are; the rest (JSON, datetimes, UUID keys)
-    # through their field's conversion.
-    prepared = {f.attname for f in fields if f.get_internal_type() not in PLAIN_FIELDS}
+    # Plain ints, strings and bools go as they are (a foreign key as its target's value);
+    # the rest (JSON, datetimes, UUID keys) through their field's conversion.
+    kinds = [
+        (f.target_field if isinstance(f, ForeignKey) else f).get_internal_type() for f in fields
+    ]
+    steps = [
+        (f.attname, None if kind in PLAIN_FIELDS else f)
+        for f, kind in zip(fields, kinds, strict=True)
+    ]
     rows = [
         [
-            f.get_db_prep_save(getattr(obj, f.attname), connection)
-            if f.attname in prepared
-            else getattr(obj, f.attname)
-            for f in fields
+            getattr(obj, name) if f is None else f.get_db_prep_save(getattr(obj, name), connection)
+            for name, f in steps
         ]
         for obj in objs
     ]
@@ -61,11 +98,11 @@ def _bulk_insert(model: type[Message] | type[Block], objs: Sequence[Message | Bl
 def _insert_rows(
     table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], returning: str | None
 ) -> list[Any]:
-    """Insert rows of prepared values in multi-row INSERTs of as many rows as the
-    database's parameter limit allows, at most ROWS_PER_STATEMENT (statements of a bounded
-    size); the `returning` column of each, in order, when one is named."""
+    """Insert rows of prepared values (one COPY on PostgreSQL; elsewhere multi-row INSERTs
+    of as many rows as the parameter limit allows, at most ROWS_PER_STATEMENT: statements
+    of a bounded size); the `returning` column of each, in order, when one is named."""
     if connection.vendor == "postgresql" and rows:
-        return _insert_arrays(table, columns, rows, returning)
+        return _copy_rows(table, columns, rows, returning)
     quote = connection.ops.quote_name
     head = f"INSERT INTO {quote(table)} ({', '.join(quote(c) for c in columns)}) VALUES "
     tail = f" RETURNING {quote(returning)}" if returning else ""
@@ -83,39 +120,30 @@ def _insert_rows(
     return answered
 
 
-UNNEST_ROWS = ROWS_PER_STATEMENT  # rows per statement: a bound on one statement's size
-
-
-def _insert_arrays(
+def _copy_rows(
     table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], returning: str | None
 ) -> list[Any]:
-    """`_insert_rows` on PostgreSQL: each column as one typed array, the rows inserted in
-    their order (WITH ORDINALITY), so that the ids returned are in the rows' order."""
+    """`_insert_rows` on PostgreSQL: one COPY of every row (streamed, no statement text to
+    build or parse). With `returning`, that column's new values are taken from its
+    sequence first, one per row in the rows' order, and copied with them."""
     quote = connection.ops.quote_name
-    types = _column_types(table)
-    names = ", ".join(quote(c) for c in columns)
-    arrays = ", ".join(f"%s::{types[c]}[]" for c in columns)
-    values = ", ".join(f"u.c{i}" for i in range(len(columns)))
-    aliases = ", ".join([*(f"c{i}" for i in range(len(columns))), "n"])
-    sql = (
-        f"INSERT INTO {quote(table)} ({names}) SELECT {values} FROM unnest({arrays}) "
-        f"WITH ORDINALITY AS u({aliases}) ORDER BY u.n"
-    )
-    if returning:
-        sql += f" RETURNING {quote(returning)}"
     answered: list[Any] = []
     with connection.cursor() as cursor:
-        for start in range(0, len(rows), UNNEST_ROWS):
-            chunk = rows[start : start + UNNEST_ROWS]
-            cursor.execute(sql, [list(column) for column in zip(*chunk, strict=True)])
+        if returning:
+            cursor.execute(
+                "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
+                [table, returning, len(rows)],
+            )
+            answered = sorted(value for (value,) in cursor.fetchall())
+            columns = [returning, *columns]
+        names = ", ".join(quote(c) for c in columns)
+        # The driver's errors as Django's (an IntegrityError is one), as a query's are.
+        copying = cursor.cursor.copy(f"COPY {quote(table)} ({names}) FROM STDIN")
+        with connection.wrap_database_errors, copying as copy:
             if returning:
-                answered += [value for (value,) in cursor.fetchall()]
+                for key, row in zip(answered, rows, strict=True):
+                    copy.write_row((key, *row))
+            else:
+                for row in rows:
+                    copy.write_row(row)
     return answered
-
-
-def _column_types(table: str) -> dict[str, str]:
-    """Column → its database type, from the model whose table it is."""
-    for model in apps.get_models():
-        if model._meta.db_table == table:
-            return {str(f.column): str(f.db_type(connection)) for f in model._meta.concrete_fields}
-    raise LookupError(f"no model has the table {table!r}")

@@ -8,13 +8,16 @@ conversation row locked; nothing here broadcasts.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, cast
 
 from django.db.models import F
 
 from conversations.core import next_request as nr
-from conversations.core import stored_counts, tokens
+from conversations.core import replay, stored_counts, tokens
 from conversations.core.blocks import BlockKind, Role
 from conversations.core.stored_counts import StoredFacts
 from conversations.record.models import Block, Conversation, Message
@@ -27,10 +30,16 @@ LATER_BATCH = 1000  # later messages' running totals moved per statement batch
 stats = {"blocks_counted": 0}
 
 
-def block_facts(row: Block) -> StoredFacts:
-    """Count a block row (not yet stored) once: sets `row.tokens`, returns its facts."""
-    value = block_value(row)
-    row.tokens = tokens.block_tokens(value, vision=VISION, shape=SHAPE)
+def block_facts(
+    row: Block, value: replay.Block | None = None, counted: int | None = None
+) -> StoredFacts:
+    """Count a block row (not yet stored) once: sets `row.tokens`, returns its facts.
+    `value` is the row's value and `counted` its tokens when the caller has them (a
+    batch's texts are counted together, `count_new`)."""
+    value = block_value(row) if value is None else value
+    row.tokens = (
+        tokens.block_tokens(value, vision=VISION, shape=SHAPE) if counted is None else counted
+    )
     stats["blocks_counted"] += 1
     return StoredFacts(
         cast(BlockKind, row.type), row.tokens, tokens.blank(value),
@@ -52,13 +61,44 @@ def _fill(message: Message, facts: Sequence[StoredFacts], before: int, run: dict
     return count.tokens
 
 
+# Counting a batch's texts runs beside the request's thread (the encoder releases the
+# interpreter's lock), so the database indexes the batch's words meanwhile (`appending`).
+_COUNTERS = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="counts")
+AT_ONCE_CHARS = 65_536  # text counted in the caller's thread (a handoff costs more)
+
+
+@dataclass(frozen=True, slots=True)
+class Counting:
+    """A batch's blocks' values and their texts' counts (`counts`: when done)."""
+
+    values: list[list[replay.Block]]
+    counts: Future[list[int]]
+
+
+def start_counting(rows: Sequence[Sequence[Block]]) -> Counting:
+    """Count the prose of every block of `rows` (each distinct text once), as
+    `block_tokens` counts it, in another thread when there is much of it."""
+    values = [[block_value(row) for row in message_rows] for message_rows in rows]
+    texts = [replay.prose(v) for vs in values for v in vs if not isinstance(v, replay.ImageBlock)]
+    if sum(map(len, texts)) > AT_ONCE_CHARS:
+        return Counting(values, _COUNTERS.submit(tokens.count_texts, texts))
+    done: Future[list[int]] = Future()
+    done.set_result(tokens.count_texts(texts))
+    return Counting(values, done)
+
+
 def count_new(
-    conversation: Conversation, messages: Sequence[Message], rows: Sequence[Sequence[Block]]
+    conversation: Conversation,
+    messages: Sequence[Message],
+    rows: Sequence[Sequence[Block]],
+    counting: Counting | None = None,
 ) -> None:
     """Count new messages (not yet stored, consecutive from the conversation's end) and
-    their block rows: sets the blocks' `tokens` and the messages' figures."""
+    their block rows: sets the blocks' `tokens` and the messages' figures. `counting`:
+    `start_counting(rows)`, when the caller started it earlier."""
     if not messages:
         return
+    counting = start_counting(rows) if counting is None else counting
     first = messages[0].seq
     previous = (
         Message.objects.filter(conversation=conversation, seq=first - 1)
@@ -69,9 +109,15 @@ def count_new(
     if previous is not None:
         before = previous[0] or 0
         run = dict((previous[1] or {}).get("run", {}))
+    # Every text of the batch counted at once; an image's own tokens are arithmetic,
+    # counted as it goes.
+    counted = iter(counting.counts.result())
     turns: dict[str, int] = {}
-    for message, message_rows in zip(messages, rows, strict=True):
-        facts = [block_facts(row) for row in message_rows]
+    for message, message_rows, message_values in zip(messages, rows, counting.values, strict=True):
+        facts = [
+            block_facts(row, v, None if isinstance(v, replay.ImageBlock) else next(counted))
+            for row, v in zip(message_rows, message_values, strict=True)
+        ]
         before += _fill(message, facts, before, run)
         run = cast(dict[str, Any], message.counts)["run"]
         _measure(conversation, message, turns)
