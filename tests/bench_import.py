@@ -125,6 +125,9 @@ def main() -> int:
                 f"/api/conversations/{stored[0].id}", headers={"Authorization": f"Bearer {token}"}
             )
             assert response.status_code == 200, response.status_code
+            # the record is streamed: reading it is what a client waits for
+            body = b"".join(response.streaming_content)
+            assert body.endswith(b"}"), body[-100:]
 
         import_once()  # the record the GETs read, and a warm-up
         samples = benchkit.rounds(ROUNDS, {"import": import_once, "get": get_record})
