@@ -8,7 +8,7 @@
 // lands through the deep-link path of replay-windows.js: #m-SEQ, loading the window around it.
 // Server text (snippets, errors) is only ever set as text, never parsed as markup.
 // An ES module, loaded by the conversation page only.
-import { box, held, seqOf } from "./replay-shared.js";
+import { announce, box, held, seqOf } from "./replay-shared.js";
 import { reveal } from "./replay-windows.js";
 
 function finder() { return document.getElementById("finder"); }
@@ -23,7 +23,11 @@ function setText(element, text) {
   if (element && element.textContent !== text) { element.textContent = text; }
 }
 
-function say(text) { setText(document.getElementById("find-status"), text); }
+// Shown under the search box and said in the page's status region (the latest only).
+function say(text) {
+  setText(document.getElementById("find-status"), text);
+  if (text) { announce(text, "find"); }
+}
 
 // --- the find endpoint ---------------------------------------------------------------
 
@@ -212,6 +216,8 @@ function setFilter(name) {
     document.body.removeAttribute("data-filter");
   }
   refresh();
+  var count = document.getElementById("filter-count");
+  announce(name && FILTERS[name] && count ? count.textContent : "All blocks shown", "filter");
 }
 
 function summarise() {
@@ -490,8 +496,19 @@ document.addEventListener("keydown", function (event) {
       event.preventDefault();
       step(-1);
     } else if (event.key === "Escape") {
+      // Esc clears the box and stays in it; in an empty box it goes back to the message
+      // the reader is on (never to <body>).
       event.preventDefault();
-      target.blur();
+      if (target.value) {
+        target.value = "";
+        target.dispatchEvent(new Event("input", { bubbles: true }));
+        clearHit();
+        announce("Search cleared", "find");
+        return;
+      }
+      var place = position();
+      var message = place && document.getElementById("m-" + place.seq);
+      if (message) { message.focus({ preventScroll: true }); }
     }
     return;
   }

@@ -1,7 +1,15 @@
 // The list page's file drop (docs/contract.md §6): the dropped or chosen file is POSTed as the body
 // to the dashboard's import endpoint (session cookie + CSRF header), with upload progress;
-// on success the page goes to the imported conversation. Messages are set as text only.
-// An ES module: it shares nothing with the other page scripts.
+// on success the page goes to the imported conversation. Messages are set as text only,
+// and said in the page's status region. The file input is visually hidden but in the Tab
+// order: Enter or Space on it opens the file chooser.
+// An ES module.
+import { announce } from "./replay-shared.js";
+
+function tell(status, text) {
+  status.textContent = text;
+  announce(text, "import");
+}
 
 function csrfToken() {
   try {
@@ -17,7 +25,7 @@ function start(zone, file) {
   var request = new XMLHttpRequest();
   progress.hidden = false;
   progress.value = 0;
-  status.textContent = "Uploading " + file.name + "…";
+  tell(status, "Uploading " + file.name + "…");
   zone.setAttribute("data-state", "uploading");
   request.upload.addEventListener("progress", function (event) {
     if (event.lengthComputable) {
@@ -26,7 +34,7 @@ function start(zone, file) {
   });
   request.upload.addEventListener("load", function () {
     progress.removeAttribute("value"); // indeterminate while the server imports
-    status.textContent = "Importing " + file.name + "…";
+    tell(status, "Importing " + file.name + "…");
   });
   request.addEventListener("load", function () {
     var answer = {};
@@ -38,19 +46,19 @@ function start(zone, file) {
     if (request.status === 200 || request.status === 201) {
       progress.value = 100;
       zone.setAttribute("data-state", "done");
-      status.textContent = (request.status === 200 ? "Already imported: " : "Imported: ") +
-        answer.messages + " messages, " + answer.blocks + " blocks, " + answer.gaps + " gaps.";
+      tell(status, (request.status === 200 ? "Already imported: " : "Imported: ") +
+        answer.messages + " messages, " + answer.blocks + " blocks, " + answer.gaps + " gaps.");
       window.location.assign(answer.url);
     } else {
       progress.hidden = true;
       zone.setAttribute("data-state", "error");
-      status.textContent = answer.error || "The import failed (" + request.status + ").";
+      tell(status, answer.error || "The import failed (" + request.status + ").");
     }
   });
   request.addEventListener("error", function () {
     progress.hidden = true;
     zone.setAttribute("data-state", "error");
-    status.textContent = "The upload failed: the server could not be reached.";
+    tell(status, "The upload failed: the server could not be reached.");
   });
   request.open("POST", zone.getAttribute("data-url"));
   request.setRequestHeader("X-CSRFToken", csrfToken());

@@ -6,7 +6,7 @@
 // An ES module, run after htmx and its ws extension (classic deferred scripts placed before
 // it in base.html), and before htmx processes the page at DOMContentLoaded: every handler
 // below is registered before the first socket opens.
-import { box as messagesBox, held as heldMessages, seqOf } from "./replay-shared.js";
+import { announce, box as messagesBox, held as heldMessages, seqOf, tally } from "./replay-shared.js";
 import { trim } from "./replay-windows.js";
 
 const htmx = window.htmx;
@@ -74,6 +74,7 @@ function explain(code) {
     notice.appendChild(link);
   }
   notice.hidden = false;
+  announce(known[0], "live");
   if (code === 4404 || code === 4410) { disableGone(); }
 }
 
@@ -99,6 +100,7 @@ function disableGone() {
 var opened = new WeakSet();  // socket elements that have been live at least once
 var unseen = 0;  // new messages while scrolled up
 var unseenBlocks = 0;  // new blocks of messages already shown, while scrolled up
+var firstUnseen = null;  // the first message (seq) those are in: the pill focuses it
 var socket = null;  // the conversation socket's wrapper, to report positions on
 var reloading = false;
 
@@ -142,11 +144,13 @@ function showPill() {
   if (unseenBlocks) { said.push(unseenBlocks + (unseenBlocks === 1 ? " new block" : " new blocks")); }
   pill.textContent = said.join(" · ");
   pill.hidden = said.length === 0;
+  if (said.length) { announce(pill.textContent + " below", "pill"); }
 }
 
 function followTail() {
   unseen = 0;
   unseenBlocks = 0;
+  firstUnseen = null;
   showPill();
   // Following a live tail: the far end goes beyond DOCUMENT messages (the server keeps
   // the same span live for this socket).
@@ -185,10 +189,12 @@ function applyMessage(node) {
     var had = parseInt(existing.getAttribute("data-blocks"), 10);
     if (had >= blocks) { return 0; }
     var wasCurrent = existing.classList.contains("current");
+    var focused = existing.contains(document.activeElement) ? document.activeElement : null;
     var notes = existing.querySelector(".notes");
     htmx.swap(existing, markup(node), { swapStyle: "outerHTML" });
     keepNoteForms(notes, document.getElementById("m-" + seq));
     if (wasCurrent) { document.getElementById("m-" + seq).classList.add("current"); }
+    keepFocus(focused, document.getElementById("m-" + seq));
     return blocks - had;
   }
   var held = heldMessages();
@@ -215,7 +221,10 @@ function applyMessage(node) {
 function applyShareNotice(node) {
   var existing = document.getElementById("share-notice");
   if (existing) { existing.replaceWith(node); }
-  if (node.getAttribute("data-state") !== "active") { setStatus("stopped"); }
+  if (node.getAttribute("data-state") !== "active") {
+    setStatus("stopped");
+    announce(node.textContent, "share");
+  }
 }
 
 // A message's notes changed (docs/contract.md §10): its list is replaced, except a note
@@ -227,12 +236,26 @@ function applyNotes(node) {
   var fresh = node.querySelector(".note-list");
   if (!list || !fresh) { return; }
   var editing = Array.prototype.slice.call(list.querySelectorAll(".note.editing"));
+  var focused = list.contains(document.activeElement) ? document.activeElement : null;
   htmx.swap(list, markup(fresh), { swapStyle: "outerHTML" });
   var swapped = existing.querySelector(".note-list");
   editing.forEach(function (item) {
     var same = swapped && swapped.querySelector("#" + item.id);
     if (same) { same.replaceWith(item); htmx.process(item); }  // the swap cleaned it up
   });
+  keepFocus(focused, existing);
+}
+
+// A live change replaced what held the focus (a message that grew, a note list): the focus
+// goes back to the element that had it if it was kept (a note being written), else to the
+// replacement; never to <body>, and the page does not move.
+function keepFocus(focused, replacement) {
+  var active = document.activeElement;
+  if (!focused || (active && active !== document.body && active.isConnected)) { return; }
+  var target = focused.isConnected ? focused : replacement;
+  if (!target) { return; }
+  if (target === replacement && !target.hasAttribute("tabindex")) { target.setAttribute("tabindex", "-1"); }
+  target.focus({ preventScroll: true });
 }
 
 // A message that grew is replaced whole: a note being written or edited in it keeps its
@@ -290,12 +313,15 @@ function applyRow(node) {
   if (!body) { return; }
   var existing = document.getElementById(node.id);
   if (node.hasAttribute("data-removed")) {  // the conversation was deleted
-    if (existing) { existing.remove(); }
+    if (existing) { existing.remove(); tally("conversation deleted", "conversations deleted", 1); }
     return;
   }
   if (existing) {
     if (existing.getAttribute("data-updated") > node.getAttribute("data-updated")) { return; }
     existing.remove();
+    tally("conversation updated", "conversations updated", 1);
+  } else {
+    tally("new conversation", "new conversations", 1);
   }
   var empty = document.querySelector("#results > p.empty");
   if (empty) { empty.remove(); }
@@ -310,6 +336,7 @@ document.addEventListener("htmx:afterSwap", function (event) {
   if (event.target instanceof Element && event.target.id === "conversation") {
     unseen = 0;
     unseenBlocks = 0;
+    firstUnseen = null;
   }
 });
 document.addEventListener("htmx:wsOpen", function (event) {
@@ -345,10 +372,12 @@ document.addEventListener("htmx:wsBeforeMessage", function (event) {
   var follow = nearBottom();
   var added = 0;
   var grown = 0;
+  var first = null;  // the first message added or grown
   Array.prototype.slice.call(template.content.children).forEach(function (node) {
     if (node.classList.contains("message")) {
       var applied = applyMessage(node);
       if (applied === "added") { added += 1; } else { grown += applied; }
+      if (applied && (first === null || seqOf(node) < first)) { first = seqOf(node); }
     } else if (node.classList.contains("notes")) {
       applyNotes(node);
     } else if (node.id === "totals" || node.id === "pressure") {
@@ -367,9 +396,12 @@ document.addEventListener("htmx:wsBeforeMessage", function (event) {
   // At the bottom the page follows every change, new blocks included.
   if (follow) {
     followTail();
+    tally("new message", "new messages", added);
+    tally("new block", "new blocks", grown);
   } else {
     unseen += added;
     unseenBlocks += grown;
+    if (firstUnseen === null || first < firstUnseen) { firstUnseen = first; }
     showPill();
   }
 });
@@ -378,9 +410,12 @@ document.addEventListener("replay:window", report);
 
 document.addEventListener("click", function (event) {
   if (event.target instanceof Element && event.target.closest("#new-messages")) {
+    // Focus goes with the reader (the pill hides): to the first new message.
+    var first = firstUnseen !== null && document.getElementById("m-" + firstUnseen);
     followTail();
+    if (first) { first.focus(); }
   }
 });
 window.addEventListener("scroll", function () {
-  if ((unseen || unseenBlocks) && nearBottom()) { unseen = 0; unseenBlocks = 0; showPill(); }
+  if ((unseen || unseenBlocks) && nearBottom()) { unseen = 0; unseenBlocks = 0; firstUnseen = null; showPill(); }
 }, { passive: true });

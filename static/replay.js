@@ -4,6 +4,14 @@
 import { copyText, fetchText, flash } from "./replay-shared.js";
 import "./replay-windows.js";  // its listeners are registered here, before this page's others
 
+// The button that had the focus went with what it loaded: the focus goes to what it
+// brought (never to <body>), without moving the page.
+function keepFocus(element) {
+  if (!element || (document.activeElement && document.activeElement !== document.body)) { return; }
+  if (!element.hasAttribute("tabindex")) { element.setAttribute("tabindex", "-1"); }
+  element.focus({ preventScroll: true });
+}
+
 function messageUrl(seq) {
   const url = new URL(window.location.href);
   url.hash = "m-" + seq;
@@ -54,6 +62,7 @@ document.addEventListener("click", function (event) {
       .then(function (text) {
         pre.textContent = text;
         note.remove();
+        keepFocus(pre);
       })
       .catch(function () { rest.disabled = false; flash(rest, "Loading failed"); });
     return;
@@ -68,7 +77,9 @@ document.addEventListener("click", function (event) {
       .then(function (html) {
         const fragment = document.createElement("template");
         fragment.innerHTML = html;
+        const first = fragment.content.firstElementChild;
         fold.replaceWith(fragment.content);
+        keepFocus(first);
       })
       .catch(function () { blocks.disabled = false; flash(blocks, "Loading failed"); });
     return;

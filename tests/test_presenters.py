@@ -66,3 +66,31 @@ def test_the_share_panel_lists_the_links_it_is_handed() -> None:
     assert [r.scope for r in panel["share_rows"]] == ["frozen, #0 to #4", "live, whole"]
     assert panel["share_rows"][0].revoke_url == f"/c/{c.id}/shares/7/revoke"
     assert panel["last_seq_stored"] == 1203
+
+
+def test_the_list_summary_counts_what_a_search_or_filter_found() -> None:
+    from django.core.paginator import Paginator
+
+    from conversations.core.list_status import ListFilters
+
+    class Capped(Paginator):  # type: ignore[type-arg]
+        capped = True  # as selectors.CappedPaginator says when its count stopped
+
+    def page(count: int, paginator: Any = Paginator) -> Any:
+        return paginator(list(range(count)), 25).get_page(1)
+
+    errors = ListFilters(has_errors=True)
+    assert presenters.list_summary(page(1), q="disk", filters=ListFilters()) == (
+        "1 conversation matches “disk”"
+    )
+    assert presenters.list_summary(page(1234), q="", filters=errors) == (
+        "1,234 conversations match these filters"
+    )
+    assert presenters.list_summary(page(3), q="", filters=ListFilters()) == "3 conversations"
+    assert presenters.list_summary(page(0), q="<b>x</b>", filters=ListFilters()) == (
+        "No conversation matches “<b>x</b>”."  # the template escapes it; the script sets text
+    )
+    capped = Capped(list(range(20)), 25).get_page(1)
+    assert presenters.list_summary(capped, q="the", filters=errors) == (
+        "20+ conversations match “the” with these filters"
+    )

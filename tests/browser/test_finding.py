@@ -235,9 +235,13 @@ def test_slash_searches_the_whole_conversation_and_steps_across_the_window(scree
     box.fill(" ".join(f"w{i}" for i in range(17)))
     page.keyboard.press("Enter")
     expect(status).to_have_text("q has 17 different words; a search may have at most 16.")
-    # Esc leaves the box; keys act on the page again.
+    # Esc clears the box and stays; a second leaves it for the message the reader is on.
+    page.keyboard.press("Escape")
+    expect(box).to_be_focused()
+    expect(box).to_have_value("")
     page.keyboard.press("Escape")
     expect(box).not_to_be_focused()
+    expect(page.locator("#m-250")).to_be_focused()
     no_overflow(page)
 
 
@@ -280,7 +284,8 @@ def test_keys_are_ignored_while_typing_and_the_help_lists_them(screen):
     expect(page.locator("#find-q")).to_have_value("n?N")
     expect(dialog).to_be_hidden()
     expect(page.locator(".find-hit")).to_have_count(0)
-    page.keyboard.press("Escape")
+    page.keyboard.press("Escape")  # clears the box
+    page.keyboard.press("Escape")  # leaves it
     page.keyboard.press("?")
     expect(dialog).to_be_visible()
     for key in ["j", "k", "/", "n", "N", "Esc", "?"]:

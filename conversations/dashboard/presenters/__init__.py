@@ -36,6 +36,7 @@ from conversations.dashboard.presenters.listing import (
     conversation_rows,
     list_empty,
     list_pager,
+    list_summary,
     rejected_spans_note,
 )
 from conversations.dashboard.presenters.messages import (
@@ -101,6 +102,7 @@ __all__ = [
     "line_count",
     "list_empty",
     "list_pager",
+    "list_summary",
     "rejected_spans_note",
     "margin_counts",
     "message_meta",

@@ -87,6 +87,23 @@ def list_empty(*, q: str, filters: ListFilters) -> str:
     return "No conversations yet. Post one to the API (see the README)."
 
 
+def list_summary(page: Page[Any], *, q: str, filters: ListFilters) -> str:
+    """What the page's status region says when a search or a filter changes the list
+    ("12 conversations match “disk”"); a search's count stops at its cap ("1,000+")."""
+    count = page.paginator.count
+    if not count:
+        return list_empty(q=q, filters=filters)
+    number = f"{count:,}" + ("+" if getattr(page.paginator, "capped", False) else "")
+    noun = "conversation" if count == 1 and not number.endswith("+") else "conversations"
+    if q:
+        verb = "matches" if noun == "conversation" else "match"
+        return f"{number} {noun} {verb} “{q}”" + (" with these filters" if filters else "")
+    if filters:
+        verb = "matches" if noun == "conversation" else "match"
+        return f"{number} {noun} {verb} these filters"
+    return f"{number} {noun}"
+
+
 def _compactions(metadata: object) -> str:
     count = len(nr.boundary_marks(metadata))
     return f"{count:,} compaction{'s' if count != 1 else ''}" if count else ""

@@ -60,6 +60,7 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
         "filters": filters,
         "pager": presenters.list_pager(page, q=q, filters=filters),
         "empty": presenters.list_empty(q=q, filters=filters),
+        "summary": "" if error else presenters.list_summary(page, q=q, filters=filters),
         "error": error,
         "max_query": MAX_QUERY_CHARS,
         "rows": presenters.conversation_rows(
