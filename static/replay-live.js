@@ -6,7 +6,9 @@
 // An ES module, run after htmx and its ws extension (classic deferred scripts placed before
 // it in base.html), and before htmx processes the page at DOMContentLoaded: every handler
 // below is registered before the first socket opens.
-import { announce, box as messagesBox, held as heldMessages, seqOf, tally } from "./replay-shared.js";
+import {
+  announce, box as messagesBox, fetchText, held as heldMessages, seqOf, tally,
+} from "./replay-shared.js";
 import { trim } from "./replay-windows.js";
 
 const htmx = window.htmx;
@@ -179,6 +181,35 @@ function markup(node) {
   return node.outerHTML;
 }
 
+function shownBlocks(message) {
+  return message.querySelectorAll(".record > section.block").length;
+}
+
+function numberOr(element, attribute) {
+  return parseInt(element.getAttribute(attribute), 10) || 0;
+}
+
+// A message the reader had unfolded past its first blocks ("Load more blocks") comes back
+// folded in a live frame: its blocks are loaded again, a page at a time, up to as many as the
+// reader had, each once and in order. A frame that replaces it meanwhile carries the count on.
+function unfoldTo(seq, wanted) {
+  var message = document.getElementById("m-" + seq);
+  if (!message || shownBlocks(message) >= wanted) { return; }
+  var button = message.querySelector(".record > .block-fold .load-blocks");
+  if (!button) { return; }
+  message.setAttribute("data-unfolded", String(wanted));
+  var fold = button.closest(".block-fold");
+  fetchText(button.getAttribute("data-url"))
+    .then(function (html) {
+      if (!fold.isConnected) { return; }  // a later frame replaced the message: it goes on
+      var fragment = document.createElement("template");
+      fragment.innerHTML = html;  // the page's own partial, escaped by the server
+      fold.replaceWith(fragment.content);
+      unfoldTo(seq, wanted);
+    })
+    .catch(function () { /* the fold stays, with its button */ });
+}
+
 // Applies one message fragment: "added" (a new message), a count of new blocks of a
 // message already shown, or 0 (nothing new).
 function applyMessage(node) {
@@ -191,10 +222,12 @@ function applyMessage(node) {
     var wasCurrent = existing.classList.contains("current");
     var focused = existing.contains(document.activeElement) ? document.activeElement : null;
     var notes = existing.querySelector(".notes");
+    var unfolded = Math.max(shownBlocks(existing), numberOr(existing, "data-unfolded"));
     htmx.swap(existing, markup(node), { swapStyle: "outerHTML" });
     keepNoteForms(notes, document.getElementById("m-" + seq));
     if (wasCurrent) { document.getElementById("m-" + seq).classList.add("current"); }
     keepFocus(focused, document.getElementById("m-" + seq));
+    unfoldTo(seq, unfolded);
     return blocks - had;
   }
   var held = heldMessages();

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import conversation
+from conversations.record import services
+from tests.browser.conftest import conversation, off_loop
 
 pytestmark = pytest.mark.live
 
@@ -61,3 +62,28 @@ def test_the_compaction_preview_loads_a_messages_other_blocks_on_demand(operator
     expect(fold).to_have_count(0)
     expect(page.locator("#m-1 section.block[data-changed]")).to_have_count(247)
     assert page.evaluate("window.pwned") is None
+
+
+def test_a_live_block_keeps_the_blocks_the_reader_loaded(operator_page, daphne):
+    """A message folded past 100 blocks, 200 of them loaded, grows live: the frame's message
+    comes folded again, and the page loads back what the reader had, each block once."""
+    from tests.browser.test_live import WATCH_SOCKETS
+
+    page = operator_page
+    cid = many_blocks()
+    _, token = off_loop(lambda: services.api_token_create(label="agent"))
+    page.add_init_script(WATCH_SOCKETS)
+    page.goto(f"/c/{cid}/")
+    expect(page.locator("#live-status")).to_have_text("live")
+    sections = page.locator("#m-1 .record section.block")
+    page.locator("#m-1 .record .block-fold").get_by_role("button", name="Load more blocks").click()
+    expect(sections).to_have_count(200)
+    with daphne.client(token) as agent:
+        block = {"type": "text", "text": "one more, live"}
+        response = agent.post(f"/api/conversations/{cid}/messages/1/blocks", json=block)
+        assert response.status_code == 201, response.text
+    expect(page.locator("#m-1")).to_have_attribute("data-blocks", "251")
+    expect(sections).to_have_count(200)
+    expect(page.locator("#m-1 .record .block-fold")).to_contain_text("51 more blocks")
+    seqs = sections.evaluate_all("(all) => all.map((s) => Number(s.dataset.block))")
+    assert seqs == list(range(200))
