@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from tests import benchkit
-from tests.bench_search import drop_database, postgres_database, random_words
+from tests.bench_search import random_words
 from tests.benchkit import Results, ms, paired_ratio, rounds
 
 CONVERSATIONS = 200
@@ -163,27 +163,7 @@ def measure(vendor: str, results: Results) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = benchkit.arguments(__doc__)
-    parser.add_argument("--postgres", action="store_true",
-                        help="on a throwaway PostgreSQL database instead of SQLite")  # fmt: skip
-    args = parser.parse_args(argv)
-    began = time.perf_counter()
-    with benchkit.scratch("replay-bench-notes-") as tmp:
-        url = postgres_database() if args.postgres else f"sqlite:///{tmp / 'bench.sqlite3'}"
-        if url is None:
-            print("PostgreSQL is not reachable", file=sys.stderr)
-            return 1
-        try:
-            env = benchkit.base_env(tmp, url)
-            benchkit.manage(env, "migrate", "--noinput", "-v", "0")
-            benchkit.manage(env, "collectstatic", "--noinput", "-v", "0")
-            benchkit.setup_django(env)
-            results = Results()
-            measure("postgresql" if args.postgres else "sqlite", results)
-            return results.finish(began, args.json)
-        finally:
-            if args.postgres:
-                drop_database(url)
+    return benchkit.in_process(__doc__, argv, "replay_bench_notes", measure, static=True)
 
 
 if __name__ == "__main__":

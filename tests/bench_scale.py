@@ -34,7 +34,6 @@ from urllib.parse import urlparse
 import orjson
 
 from tests import benchkit, scaledata
-from tests.bench_search import drop_database, postgres_database
 from tests.benchkit import Results, ms, rounds
 
 MESSAGES = 1_000_000
@@ -344,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--database", help="measure a database a --keep run left, as it is")
     args = parser.parse_args(argv)
     began = time.perf_counter()
-    url = args.database or postgres_database("replay_bench_scale")
+    url = args.database or benchkit.postgres_database("replay_bench_scale")
     if url is None:
         print("PostgreSQL is not reachable", file=sys.stderr)
         return 1
@@ -381,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.keep or args.database:
             print(f"kept: {url}")
         else:
-            drop_database(url)
+            benchkit.drop_database(url)
 
 
 def _planted(url: str) -> scaledata.Planted:

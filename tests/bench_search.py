@@ -11,13 +11,11 @@ the same rows. The plan must use the full-text index (FTS5 / GIN). Exits 1 on a 
 
 from __future__ import annotations
 
-import os
 import random
 import string
 import sys
 import time
 from typing import Any
-from urllib.parse import urlparse
 
 from tests import benchkit
 from tests.benchkit import Results, ms, rounds
@@ -179,53 +177,7 @@ def measure(vendor: str, results: Results) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = benchkit.arguments(__doc__)
-    parser.add_argument("--postgres", action="store_true",
-                        help="on a throwaway PostgreSQL database (DATABASE_URL's server, "
-                             "else the local one) instead of SQLite")  # fmt: skip
-    args = parser.parse_args(argv)
-    began = time.perf_counter()
-    with benchkit.scratch("replay-bench-search-") as tmp:
-        url = postgres_database() if args.postgres else f"sqlite:///{tmp / 'bench.sqlite3'}"
-        if url is None:
-            print("PostgreSQL is not reachable", file=sys.stderr)
-            return 1
-        try:
-            env = benchkit.base_env(tmp, url)
-            benchkit.manage(env, "migrate", "--noinput", "-v", "0")
-            benchkit.setup_django(env)
-            results = Results()
-            measure("postgresql" if args.postgres else "sqlite", results)
-            return results.finish(began, args.json)
-        finally:
-            if args.postgres:
-                drop_database(url)
-
-
-def postgres_database(prefix: str = "replay_bench_search") -> str | None:
-    """A new, empty PostgreSQL database's URL, or None when no server answers."""
-    from tests.services import postgres_url
-
-    url = postgres_url()
-    if url is None:
-        return None
-    parsed = urlparse(url)
-    name = f"{prefix}_{os.getpid()}"
-    _psql(parsed._replace(path="/postgres").geturl(), f"CREATE DATABASE {name}")
-    return parsed._replace(path=f"/{name}").geturl()
-
-
-def drop_database(url: str) -> None:
-    parsed = urlparse(url)
-    _psql(parsed._replace(path="/postgres").geturl(),
-          f"DROP DATABASE IF EXISTS {parsed.path.lstrip('/')} WITH (FORCE)")  # fmt: skip
-
-
-def _psql(url: str, statement: str) -> None:
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as connection:
-        connection.execute(statement)  # type: ignore[arg-type]
+    return benchkit.in_process(__doc__, argv, "replay_bench_search", measure)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -341,3 +342,64 @@ def daphne(env: dict[str, str], log: Path) -> Iterator[Daphne]:
         yield Daphne(f"http://127.0.0.1:{port}", process, log)
     finally:
         stop(process)
+
+
+def postgres_database(prefix: str) -> str | None:
+    """A new, empty PostgreSQL database's URL, or None when no server answers."""
+    from tests.services import postgres_url
+
+    url = postgres_url()
+    if url is None:
+        return None
+    parsed = urlparse(url)
+    name = f"{prefix}_{os.getpid()}"
+    _psql(parsed._replace(path="/postgres").geturl(), f"CREATE DATABASE {name}")
+    return parsed._replace(path=f"/{name}").geturl()
+
+
+def drop_database(url: str) -> None:
+    parsed = urlparse(url)
+    _psql(parsed._replace(path="/postgres").geturl(),
+          f"DROP DATABASE IF EXISTS {parsed.path.lstrip('/')} WITH (FORCE)")  # fmt: skip
+
+
+def _psql(url: str, statement: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(statement)  # type: ignore[arg-type]
+
+
+def in_process(
+    doc: str | None,
+    argv: list[str] | None,
+    prefix: str,
+    measure: Callable[[str, Results], None],
+    *,
+    static: bool = False,
+) -> int:
+    """A bench measured in this process, on a throwaway SQLite database or (`--postgres`)
+    PostgreSQL one, migrated (and its static files collected with `static`), then dropped."""
+    parser = arguments(doc)
+    parser.add_argument("--postgres", action="store_true",
+                        help="on a throwaway PostgreSQL database (DATABASE_URL's server, "
+                             "else the local one) instead of SQLite")  # fmt: skip
+    args = parser.parse_args(argv)
+    began = time.perf_counter()
+    with scratch(f"{prefix.replace('_', '-')}-") as tmp:
+        url = postgres_database(prefix) if args.postgres else f"sqlite:///{tmp / 'bench.sqlite3'}"
+        if url is None:
+            print("PostgreSQL is not reachable", file=sys.stderr)
+            return 1
+        try:
+            env = base_env(tmp, url)
+            manage(env, "migrate", "--noinput", "-v", "0")
+            if static:
+                manage(env, "collectstatic", "--noinput", "-v", "0")
+            setup_django(env)
+            results = Results()
+            measure("postgresql" if args.postgres else "sqlite", results)
+            return results.finish(began, args.json)
+        finally:
+            if args.postgres:
+                drop_database(url)
