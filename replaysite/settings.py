@@ -204,6 +204,8 @@ if REPLAY_SHARE_RECHECK_SECONDS > 10:
 # optional) makes the webhook's `url` absolute.
 REPLAY_WEBHOOK_RETRY_SECONDS = env_int("REPLAY_WEBHOOK_RETRY_SECONDS", 30)
 REPLAY_ALERT_TICK_SECONDS = env_int("REPLAY_ALERT_TICK_SECONDS", 2)
+# 0: this process never sends webhook deliveries (others do); its alerts still fire.
+REPLAY_WEBHOOK_SENDER = env_bool("REPLAY_WEBHOOK_SENDER", True)
 REPLAY_BASE_URL = os.environ.get("REPLAY_BASE_URL", "").strip().rstrip("/")
 if REPLAY_BASE_URL and not REPLAY_BASE_URL.startswith(("http://", "https://")):
     raise ImproperlyConfigured(

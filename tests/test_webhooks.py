@@ -268,6 +268,27 @@ def test_unanswered_fires_in_the_server_when_nothing_is_written(
     assert orjson.loads(request.body)["kind"] == "unanswered"
 
 
+def test_a_server_told_not_to_send_fires_the_alert_and_leaves_its_delivery_to_others(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    """REPLAY_WEBHOOK_SENDER=0 (the test suite's shared server has it, so that it never
+    takes the deliveries these tests make in their own process)."""
+    _, token = services.api_token_create(label="agent")
+    rule = services.alert_rule_create(kind="tool_error", webhook_url=receiver.url)
+    conversation = services.conversation_create(title="quiet server")
+    server = start_daphne(tmp_path, server_env(REPLAY_WEBHOOK_SENDER="0"))
+    try:
+        api_append(server, token, str(conversation.pk), tool_result("t", "boom", is_error=True))
+        wait_until(lambda: Delivery.objects.filter(alert__rule=rule).exists())
+        time.sleep(2.5)  # two of its ticks: a sender would have claimed it by now
+        assert receiver.received == [] and not DeliveryAttempt.objects.exists()
+    finally:
+        server.stop()
+    deliver(1)  # another process (this one) sends it
+    assert Delivery.objects.get(alert__rule=rule).state == "delivered"
+    assert len(receiver.received) == 1
+
+
 def test_a_pending_delivery_survives_a_restart(tmp_path: Path) -> None:
     port = free_port()
     _, token = services.api_token_create(label="agent")

@@ -65,7 +65,9 @@ class AlertLoop:
         self.turns = core.PressureTurns(loop.time, PRESSURE_EVERY)
         self.evaluate_soon = asyncio.Event()
         self.send_soon = asyncio.Event()
-        self.tasks = (loop.create_task(self.evaluator()), loop.create_task(self.sender()))
+        self.tasks = [loop.create_task(self.evaluator())]
+        if settings.REPLAY_WEBHOOK_SENDER:  # else other processes send this one's deliveries
+            self.tasks.append(loop.create_task(self.sender()))
 
     def submit(self, change: alerts.Change) -> None:
         held = self.waiting.get(change.conversation_id)
