@@ -1,8 +1,9 @@
 """Ingest's performance targets (issue 8 §4), measured from outside as ratios in one run.
 
-Run with `make bench` (or `python -m tests.bench_ingest [--json PATH]`). One daphne on the
-embedded default (SQLite, in-memory layer, DJANGO_DEBUG=0); every figure is a ratio of two
-things timed in interleaved rounds, so the machine's load hits both alike:
+Run with `make bench` (or `python -m tests.bench_ingest [--json PATH] [--only PART]`, PART
+post, watched or batch). One daphne on the embedded default (SQLite, in-memory layer,
+DJANGO_DEBUG=0); every figure is a ratio of two things timed in interleaved rounds, so the
+machine's load hits both alike:
 
 1) a two-block message POST vs a trivial token-authenticated request (GET of an empty
    conversation's record): ≤ 1.3×;
@@ -279,7 +280,11 @@ def bench_batch(results: Results, client: Any, create: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     import httpx2 as httpx
 
-    args = benchkit.arguments(__doc__).parse_args(argv)
+    parser = benchkit.arguments(__doc__)
+    parts = ("post", "watched", "batch")
+    parser.add_argument("--only", choices=parts, action="append", help="run these parts only")
+    args = parser.parse_args(argv)
+    only = set(args.only or parts)
     began = time.perf_counter()
     with benchkit.scratch("replay-bench-ingest-") as tmp:
         env = benchkit.base_env(tmp, f"sqlite:///{tmp / 'bench.sqlite3'}")
@@ -304,9 +309,13 @@ def main(argv: list[str] | None = None) -> int:
                     response.raise_for_status()
                     return str(response.json()["id"])
 
-                bench_post(results, client, create("empty"), create("posted"))
-                bench_watched(results, server, client, session, create("quiet"), create("watched"))
-                bench_batch(results, client, create)
+                if "post" in only:
+                    bench_post(results, client, create("empty"), create("posted"))
+                if "watched" in only:
+                    quiet, watched = create("quiet"), create("watched")
+                    bench_watched(results, server, client, session, quiet, watched)
+                if "batch" in only:
+                    bench_batch(results, client, create)
         return results.finish(began, args.json)
 
 

@@ -191,7 +191,7 @@ class Watcher:
 
     @property
     def url(self) -> str:
-        path = f"/ws/conversations/{self.conversation_id}/?vision=1&shape=openai"
+        path = f"/ws/conversations/{self.conversation_id}/?vision=1&shape=openai&report=1"
         return self.server.ws_url + path
 
     def holds(self, key: tuple[int, int]) -> bool:
@@ -212,8 +212,8 @@ class Watcher:
 
 
 def resume_report(url: str, token: str, conversation_id: str) -> str:
-    """What a page showing the conversation's tail reports when its socket opens: without
-    it, a new socket's changes wait up to half a second for the report."""
+    """What a page showing the conversation's tail reports when its socket opens (its URL
+    says `report=1`, as the page's does: its changes wait for the report)."""
     import httpx2 as httpx
 
     response = httpx.get(f"{url}/api/conversations/{conversation_id}",

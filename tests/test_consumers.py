@@ -27,6 +27,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from conversations.dashboard import socket_urls as routing
+from conversations.live import conversation as live_conversation
 from conversations.record import events, services
 from conversations.record.models import Conversation, Message
 from conversations.record.schemas import BLOCK_ADAPTER, MessageIn
@@ -410,6 +411,43 @@ async def test_resume_sends_exactly_what_the_client_misses_in_order_once(
         assert article_order(pushed) == [3]
         assert attribute(articles(pushed)[3], "data-blocks") == "1"
         assert await ws.receive_nothing(QUIET)
+
+
+@in_loop
+async def test_a_socket_that_says_it_reports_takes_nothing_before_its_late_report(
+    operator: Client,
+) -> None:
+    """A page reconnecting on a loaded server (CI's Redis-restart run): its report comes
+    after later messages were added. Sent before the report, message 3 would precede the
+    messages 1 and 2 the resync brings; with `report=1` everything waits for the report."""
+    conversation = await sync_to_async(create)()
+    cid = conversation.id
+    for n in range(3):
+        await sync_to_async(append)(cid, "user", [text(f"m{n}")])
+    path = routing.conversation_socket_url(cid, vision=True, shape="openai", report=True)
+    async with socket(path, operator) as ws:
+        await sync_to_async(append)(cid, "user", [text("m3")])
+        assert await ws.receive_nothing(1.0)  # longer than any grace: it waits for the report
+        await ws.send_json_to({"type": "resume", "from": 0, "counts": [1]})  # holds message 0
+        seen = article_order(await frame(ws))
+        while not await ws.receive_nothing(QUIET):
+            seen += article_order(await frame(ws))
+        assert seen == [1, 2, 3]
+
+
+@in_loop
+async def test_a_socket_whose_promised_report_never_comes_closes_for_a_reconnect(
+    operator: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(live_conversation, "REPORT_WAIT", 0.5)
+    conversation = await sync_to_async(create)()
+    cid = conversation.id
+    await sync_to_async(append)(cid, "user", [text("m0")])
+    path = routing.conversation_socket_url(cid, vision=True, shape="openai", report=True)
+    async with socket(path, operator) as ws:
+        await sync_to_async(append)(cid, "user", [text("m1")])
+        closed = await ws.receive_output(timeout=WAIT)
+        assert closed == {"type": "websocket.close", "code": 1011}
 
 
 @in_loop

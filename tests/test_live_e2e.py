@@ -205,8 +205,10 @@ class LiveClient:
         self.totals = totals
 
     def connect(self, *, resume: bool = True) -> None:
+        """As the page connects: saying it reports (`report=1`), then reporting."""
         self.ws = open_socket(
-            self.ws_url, {"Cookie": f"sessionid={self.cookie}", "Origin": self.base_url}
+            self.ws_url + ("&report=1" if resume else ""),
+            {"Cookie": f"sessionid={self.cookie}", "Origin": self.base_url},
         )
         if resume:
             self.ws.send(json.dumps(self.position()))

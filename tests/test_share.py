@@ -221,7 +221,7 @@ def test_share_page_shows_record_beside_projection_read_only() -> None:
     html = response.content.decode()
     assert response.status_code == 200
     assert html.count('class="record"') == 3 and html.count('class="projection"') == 3
-    assert f'ws-connect="/ws/s/{token}/?vision=1&amp;shape=openai"' in html
+    assert f'ws-connect="/ws/s/{token}/?vision=1&amp;shape=openai&amp;report=1"' in html
     assert 'id="share-notice"' in html and "(live)" in html
     assert "Share links" not in html and "Sign out" not in html
     # Every URL the page builds stays inside the link.

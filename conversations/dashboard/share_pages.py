@@ -110,7 +110,9 @@ def link_state(link: ShareLink, now: datetime | None = None) -> str:
 
 
 def socket_url(token: str, opts: ReplayOptions) -> str:
-    return "/" + SOCKET_PATH.replace("<str:token>", token) + "?" + opts.urlencode()
+    """The share page's socket; the page reports what it holds as soon as it opens."""
+    path = "/" + SOCKET_PATH.replace("<str:token>", token)
+    return path + "?" + opts.urlencode() + "&report=1"
 
 
 def _gone(request: HttpRequest, link: ShareLink) -> HttpResponse:

@@ -13,9 +13,16 @@ def list_socket_url(since: str | None = None) -> str:
 
 
 def conversation_socket_url(
-    conversation_id: object, *, vision: bool, shape: str, view: dict[str, str] | None = None
+    conversation_id: object,
+    *,
+    vision: bool,
+    shape: str,
+    view: dict[str, str] | None = None,
+    report: bool = False,
 ) -> str:
-    """`view` carries the pressure view's `model` and `window` overrides, if any."""
+    """`view` carries the pressure view's `model` and `window` overrides, if any; `report`:
+    the client reports what it holds as soon as the socket opens (the pages do), and takes
+    changes only after that (docs/contract.md §4)."""
     return f"/ws/conversations/{conversation_id}/?" + urlencode(
-        {"vision": int(vision), "shape": shape, **(view or {})}
+        {"vision": int(vision), "shape": shape, **(view or {})} | ({"report": 1} if report else {})
     )

@@ -7,7 +7,6 @@ conversation's changes, and this consumer reads, renders and sends what it needs
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from collections.abc import Hashable, Sequence
@@ -28,7 +27,9 @@ from conversations.record import events
 log = logging.getLogger(__name__)
 
 
-REPORT_GRACE = 0.5  # seconds a new socket's changes wait for its page's resume report
+# Seconds a socket opened with `report=1` waits for its resume report before it closes
+# (1011: the client reconnects and reports again).
+REPORT_WAIT = 10.0
 
 
 class ConversationConsumer(Watcher):
@@ -48,10 +49,11 @@ class ConversationConsumer(Watcher):
         # reports interleave.
         self.lock = asyncio.Lock()
         self.behind = bursts.Positions()  # changes it was too busy to take with the others
-        # A page reports what it holds as soon as its socket opens (replay-live.js). Until
-        # that report (or REPORT_GRACE), changes wait on the socket's own path: sent before
-        # it, a change after a message the page lacks would reach the page before the
-        # resync brings that message (a reconnect after the layer lost events).
+        # A page says in its socket's URL (`report=1`) that it reports what it holds as
+        # soon as the socket opens (replay-live.js). Until that report, changes wait on the
+        # socket's own path: sent before it, a change after a message the page lacks would
+        # reach the page before the resync brings that message (a reconnect after the
+        # layer lost events). A socket opened without `report=1` takes changes at once.
         self.reported = asyncio.Event()
 
     def parse(self) -> int | None:
@@ -87,6 +89,8 @@ class ConversationConsumer(Watcher):
             await self.hub.subscribe(self)
             first, held = await database_sync_to_async(fragments.tail_counts)(self.conversation_id)
             self.window.opened(first, held)
+            if self.query("report", "") != "1":
+                self.reported.set()  # it holds the page as rendered now, or reports later
 
     async def join(self) -> None:
         await super().join()
@@ -120,12 +124,13 @@ class ConversationConsumer(Watcher):
 
     async def catch_up(self) -> None:
         try:
-            if not self.reported.is_set():  # a page that never reports waits no longer
-                async with self.lock:  # held while the socket opens: its report follows
-                    pass
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.reported.wait(), REPORT_GRACE)
-                self.reported.set()
+            if not self.reported.is_set():
+                try:
+                    await asyncio.wait_for(self.reported.wait(), REPORT_WAIT)
+                except TimeoutError:
+                    log.info("closing a socket whose resume report did not come")
+                    await self.close(code=1011)
+                    return
             while self.behind and not self.closing:
                 async with self.lock:
                     await self._changed(self.behind.take())

@@ -85,7 +85,7 @@ def conversation_page(
         "total_blocks": total_blocks,
         "self_url": detail + query(**options),
         "socket_url": socket_urls.conversation_socket_url(
-            conversation.id, vision=vision, shape=shape, view=view
+            conversation.id, vision=vision, shape=shape, view=view, report=True
         ),
         "download_url": reverse("replay-download", args=[str(conversation.id)]) + query(**options),
         "windows_url": windows,
