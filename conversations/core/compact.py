@@ -16,7 +16,9 @@ from urllib.parse import urlencode
 from conversations.core import tokens
 from conversations.core.blocks import (
     Block,
+    ImageBlock,
     ReasoningBlock,
+    TextBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
@@ -203,6 +205,39 @@ def compact(
             assert_never(policy.name)
 
 
+def cleared(block: Block, marker: str) -> Block:
+    """The block with the text a policy clears replaced by `marker`: a tool result's
+    content, a tool use's input, a reasoning block's text. Text and images are never
+    cleared: they come back as they are."""
+    match block:
+        case ToolResultBlock():
+            return replace(block, content=marker)
+        case ToolUseBlock():
+            return replace(block, input_json=marker)
+        case ReasoningBlock():
+            return ReasoningBlock(marker)
+        case TextBlock() | ImageBlock():
+            return block
+        case _:
+            assert_never(block)
+
+
+def clearable_text(block: Block) -> str:
+    """The text `cleared` replaces ("" for a kind it never clears): a block that already
+    holds its policy's marker is not changed again."""
+    match block:
+        case ToolResultBlock():
+            return block.content
+        case ToolUseBlock():
+            return block.input_json
+        case ReasoningBlock():
+            return block.text
+        case TextBlock() | ImageBlock():
+            return ""
+        case _:
+            assert_never(block)
+
+
 def _rewrite(
     messages: Sequence[StoredMessage],
     seqs: tuple[int, ...],
@@ -236,8 +271,7 @@ def _microcompact(messages: Sequence[StoredMessage], seqs: tuple[int, ...], keep
     changes: dict[tuple[int, int], Block] = {}
     for i, j in old:
         block = messages[i].blocks[j]
-        assert isinstance(block, ToolResultBlock)
-        changes[(i, j)] = replace(block, content=CLEARED_RESULT)
+        changes[(i, j)] = cleared(block, CLEARED_RESULT)
     if not old:
         return unchanged(messages, seqs, f"{len(results)} tool results, all within keep={keep}.")
     return _rewrite(messages, seqs, changes)
@@ -297,15 +331,11 @@ def _clear_tool_uses(
     changes: dict[tuple[int, int], Block] = {}
     for use in eligible:
         for i, j in use.results:
-            block = messages[i].blocks[j]
-            assert isinstance(block, ToolResultBlock)
-            changes[(i, j)] = replace(block, content=CLEARED_TOOL_RESULT)
+            changes[(i, j)] = cleared(messages[i].blocks[j], CLEARED_TOOL_RESULT)
         inputs = policy.clear_tool_inputs
         if use.call is not None and (inputs is True or (inputs and use.name in inputs)):
             i, j = use.call
-            call = messages[i].blocks[j]
-            assert isinstance(call, ToolUseBlock)
-            changes[(i, j)] = replace(call, input_json=CLEARED_INPUT)
+            changes[(i, j)] = cleared(messages[i].blocks[j], CLEARED_INPUT)
     result = _rewrite(messages, seqs, changes)
     if not result.changed:
         return unchanged(messages, seqs, f"{len(uses)} tool uses, none to clear.")
@@ -337,7 +367,7 @@ def _clear_thinking(
     assistant = [i for i, m in enumerate(messages) if m.role == "assistant"]
     kept = set(assistant[len(assistant) - keep :]) if keep else set()
     changes: dict[tuple[int, int], Block] = {
-        (i, j): ReasoningBlock(CLEARED_REASONING)
+        (i, j): cleared(b, CLEARED_REASONING)
         for i, m in enumerate(messages)
         if i not in kept
         for j, b in enumerate(m.blocks)

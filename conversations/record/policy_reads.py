@@ -121,7 +121,7 @@ class CutoffResult(PolicyResult):
     kept: frozenset[int] = frozenset()  # message seqs whose blocks do not change
 
     def _changes(self, seq: int, j: int, block: replay.Block) -> bool:
-        if kind_of(block) != self.kind or prose_marker(block) == self.marker:
+        if kind_of(block) != self.kind or compact.clearable_text(block) == self.marker:
             return False
         if self.cutoff is not None:
             return (seq, j) < self.cutoff
@@ -131,7 +131,7 @@ class CutoffResult(PolicyResult):
         self, seq: int, message: replay.StoredMessage, offset: int = 0
     ) -> replay.StoredMessage:
         blocks = tuple(
-            _cleared(b, self.marker) if self._changes(seq, offset + j, b) else b
+            compact.cleared(b, self.marker) if self._changes(seq, offset + j, b) else b
             for j, b in enumerate(message.blocks)
         )
         return replay.StoredMessage(message.role, blocks)
@@ -192,7 +192,7 @@ class CutoffResult(PolicyResult):
         for seq, block, call_id, name, is_error, n, role in rows.values_list(
             "message__seq", "seq", "call_id", "name", "is_error", "tokens", "message__role"
         ):
-            new = _cleared(
+            new = compact.cleared(
                 replay.ToolResultBlock(call_id, name, "", is_error)
                 if self.kind == "tool_result" else replay.ReasoningBlock(""),
                 self.marker,
@@ -201,21 +201,6 @@ class CutoffResult(PolicyResult):
             own = markers.own((name, is_error), new)
             found[(seq, block)] = Changed(new, n or 0, role, own)
         return found
-
-
-def prose_marker(block: replay.Block) -> str:
-    """The text a policy would have left in the block (its content or reasoning)."""
-    if isinstance(block, replay.ToolResultBlock):
-        return block.content
-    if isinstance(block, replay.ReasoningBlock):
-        return block.text
-    return ""
-
-
-def _cleared(block: replay.Block, marker: str) -> replay.Block:
-    if isinstance(block, replay.ToolResultBlock):
-        return dataclasses.replace(block, content=marker)
-    return replay.ReasoningBlock(marker)
 
 
 def _cutoff_result(conversation: Conversation, policy: Policy) -> CutoffResult | None:
