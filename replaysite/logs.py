@@ -100,8 +100,16 @@ def config(level: str, form: str) -> dict[str, Any]:
         # Django's own loggers come with handlers of their own (a second console line, mail
         # to admins): here they only pass their records up.
         "loggers": {
-            name: {"handlers": [], "level": level, "propagate": True}
-            for name in ("django", "django.server", "daphne", "conversations")
+            **{
+                name: {"handlers": [], "level": level, "propagate": True}
+                for name in ("django", "django.server", "daphne", "conversations")
+            },
+            # The webhooks' HTTP client logs each request's URL at INFO, and a receiver's
+            # URL is often its credential: its warnings only.
+            **{
+                name: {"handlers": [], "level": "WARNING", "propagate": True}
+                for name in ("httpx", "httpx2", "httpcore")
+            },
         },
     }
 

@@ -91,6 +91,18 @@ def test_an_alert_is_posted_as_signed_json_with_its_delivery_id(receiver: Receiv
     assert attempt.status_code == 200 and attempt.error == "" and attempt.number == 1
 
 
+def test_a_receivers_url_never_reaches_the_log(
+    receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Many receivers' URLs are their credential (a chat service's incoming webhook): the
+    HTTP client's own INFO line per request would write it into every delivery's log."""
+    rule = services.alert_rule_create(kind="tool_error", webhook_url=receiver.url + "?key=s3cret")
+    fire(rule)
+    deliver(1)
+    assert len(receiver.received) == 1
+    assert "s3cret" not in caplog.text and receiver.url not in caplog.text
+
+
 def test_a_receiver_that_fails_twice_gets_it_on_the_third_attempt(settings: Any) -> None:
     settings.REPLAY_WEBHOOK_RETRY_SECONDS = 1
     receiver = Receiver(lambda request, seen: (500 if seen < 2 else 204, {}))
