@@ -59,7 +59,7 @@ def test_signed_out_share_page_goes_live_then_says_it_was_revoked(
     expect(page.locator("body")).not_to_contain_text("Not for the stakeholder.")
     socket_url = page.url.replace("http", "ws", 1).replace("/s/", "/ws/s/", 1)
     assert [e for e in console.sockets if e.startswith("open")] == [
-        f"open {socket_url}?vision=1&shape=openai"
+        f"open {socket_url}?vision=1&shape=openai&report=1"
     ], console.sockets  # one socket, never reopened after the 4410
 
     page.reload()
