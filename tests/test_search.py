@@ -484,7 +484,8 @@ def test_a_search_reads_a_bounded_number_of_entries_whatever_is_stored(
             role="user",
             blocks=[BLOCK_ADAPTER.validate_python(text("shared")) for _ in range(3)],
         )
-    with django_assert_max_num_queries(6):  # the index's first entries; planner settings
+    # The notes' matches; the index's first entries; planner settings.
+    with django_assert_max_num_queries(7):
         found = search_reads.conversation_list(q="shared")
     with django_assert_max_num_queries(1):
         page = list(found[:5])

@@ -52,7 +52,11 @@ def conversation_list(
         return conversations
     if query.empty:
         return conversations.none()  # only punctuation: no word to find
-    noted = Q(pk__in=note_reads.conversations_with_note_words(q))  # its notes' own index
+    # Its notes' matches, through their own index, before any walk of the conversations.
+    noted_ids = note_reads.conversation_ids_with_note_words(q)
+    noted = Q(
+        pk__in=note_reads.conversations_with_note_words(q) if noted_ids is None else noted_ids
+    )
     if not _common(conversations, query):
         with through_index():
             found, total = _conversations_of(SearchEntry.objects.filter(Matches(query)))
