@@ -9,9 +9,10 @@ conversation row locked; nothing here broadcasts.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cache, partial
 from typing import Any, cast
 
 from django.db.models import F
@@ -113,6 +114,9 @@ def count_new(
     # counted as it goes.
     counted = iter(counting.counts.result())
     turns: dict[str, int] = {}
+    # The latest measured message before the batch: the same for every message of it (none
+    # of them is stored yet), so read once, and only if a response id asks for it.
+    before_batch = cache(partial(_latest_measured, conversation, first))
     for message, message_rows, message_values in zip(messages, rows, counting.values, strict=True):
         facts = [
             block_facts(row, v, None if isinstance(v, replay.ImageBlock) else next(counted))
@@ -120,19 +124,27 @@ def count_new(
         ]
         before += _fill(message, facts, before, run)
         run = cast(dict[str, Any], message.counts)["run"]
-        _measure(conversation, message, turns)
+        _measure(message, turns, before_batch)
 
 
-def _measure(conversation: Conversation, message: Message, turns: dict[str, int]) -> None:
+def _measure(
+    message: Message,
+    turns: dict[str, int],
+    before_batch: Callable[[], tuple[int, str | None] | None],
+) -> None:
     """`measured` and `turn_start` from the message's metadata: the provider's measured input
     of an assistant turn, and the seq of the first message of the response it belongs to
-    (`turns`: response id → first seq, within this write)."""
+    (`turns`: response id → first seq, within this write; `before_batch`: the turn start
+    and response id of the latest measured message stored before it). A response that
+    began before this write continues when that latest measured message is part of it (a
+    response stored in pieces, its tool results between them)."""
     metadata = message.metadata if isinstance(message.metadata, dict) else {}
     turn = nr.turn_of(metadata)
     start = message.seq
     if turn is not None:
         if turn not in turns:
-            turns[turn] = _earlier_start(conversation, message.seq, turn)
+            earlier = before_batch()
+            turns[turn] = earlier[0] if earlier is not None and earlier[1] == turn else start
         start = turns[turn]
     usage = tokens.usage_of(metadata)
     measured = message.role == "assistant" and usage is not None and bool(usage.input)
@@ -140,18 +152,18 @@ def _measure(conversation: Conversation, message: Message, turns: dict[str, int]
     message.turn_start = start if measured else None
 
 
-def _earlier_start(conversation: Conversation, seq: int, turn: str) -> int:
-    """Where response `turn` began, when the latest measured message before `seq` is part
-    of it (a response stored in pieces, its tool results between them); else `seq`."""
+def _latest_measured(conversation: Conversation, seq: int) -> tuple[int, str | None] | None:
+    """The turn start and response id of the latest measured message before `seq`."""
     earlier = (
         Message.objects.filter(conversation=conversation, seq__lt=seq, measured__isnull=False)
         .order_by("-seq")
         .values_list("turn_start", "metadata")
         .first()
     )
-    if earlier is not None and isinstance(earlier[1], dict) and nr.turn_of(earlier[1]) == turn:
-        return cast(int, earlier[0])
-    return seq
+    if earlier is None:
+        return None
+    metadata = earlier[1] if isinstance(earlier[1], dict) else {}
+    return cast(int, earlier[0]), nr.turn_of(metadata)
 
 
 def block_added(conversation: Conversation, message: Message, row: Block) -> None:
@@ -230,7 +242,7 @@ def _move_later(conversation: Conversation, seq: int, delta: int, moved: dict[st
 def metadata_changed(conversation: Conversation, message: Message) -> None:
     """A message's metadata was replaced (a followed file's turn grew): its measured usage
     is read again."""
-    _measure(conversation, message, {})
+    _measure(message, {}, partial(_latest_measured, conversation, message.seq))
     Message.objects.filter(pk=message.pk).update(
         measured=message.measured, turn_start=message.turn_start
     )
