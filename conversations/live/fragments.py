@@ -109,20 +109,31 @@ def messages_frame(
         views = presenters.read_only(share_pages.without_records(views), notes)
     if not images:
         views = share_pages.withhold_images(views)
-    parts = [render_to_string("conversations/detail.html#message", {"m": m}) for m in views]
-    parts.append(
-        render_to_string(
-            "conversations/detail.html#totals",
-            {"total_messages": conversation.message_count, "total_blocks": total_blocks},
-        )
-    )
-    parts.append(
-        render_to_string(
-            "conversations/detail.html#pressure",
-            {"pressure": presenters.pressure_view(pressure, total_blocks)},
-        )
-    )
+    parts: list[str] = [
+        render_to_string("conversations/detail.html#message", {"m": m}) for m in views
+    ]
+    parts.append(_tail(conversation.message_count, total_blocks, pressure))
     return Frame("".join(parts), {m.seq: m.block_count for m in views})
+
+
+# The totals and pressure partials a frame ends with, by record state: a resync's frames or
+# a batch's split in one-message frames each end with the same ones. Keyed by the pressure
+# (`token_counts.pressure` answers one object per state; each entry holds it, so its id
+# stays its own) and the totals.
+_tails: token_counts.LRU[int, tuple[token_counts.Pressure, int, int, str]] = token_counts.LRU(32)
+
+
+def _tail(total_messages: int, total_blocks: int, pressure: token_counts.Pressure) -> str:
+    found = _tails.get(id(pressure))
+    if found is not None and found[0] is pressure and found[1:3] == (total_messages, total_blocks):
+        return found[3]
+    totals = {"total_messages": total_messages, "total_blocks": total_blocks}
+    html = render_to_string("conversations/detail.html#totals", totals) + render_to_string(
+        "conversations/detail.html#pressure",
+        {"pressure": presenters.pressure_view(pressure, total_blocks)},
+    )
+    _tails.put(id(pressure), (pressure, total_messages, total_blocks, html))
+    return html
 
 
 def notes_frame(conversation_id: str, seq: int, *, share: bool = False) -> str:
