@@ -227,3 +227,30 @@ def test_a_frames_totals_are_never_older_than_its_messages(
     # A client holding message 0 at 2 blocks skips later frames of it: these totals must
     # count that second block already.
     assert totals is not None and totals.groups() == ("1", "2")
+
+
+def test_frames_of_one_record_state_render_its_totals_and_pressure_once(
+    transactional_db: None, monkeypatch: Any
+) -> None:
+    """A resync sends each message in a frame of its own, each ending with the same totals
+    and pressure: rendered once for that state, and again once the record has moved on."""
+    from conversations.dashboard import presenters
+
+    conversation = create()
+    for n in range(3):
+        append(conversation.id, "user", [text(f"message {n}")])
+    view, calls = presenters.pressure_view, []
+
+    def pressure_view(*args: Any) -> Any:
+        calls.append(args)
+        return view(*args)
+
+    monkeypatch.setattr(presenters, "pressure_view", pressure_view)
+    cid = str(conversation.id)
+    html = [fragments.messages_frame(cid, [seq], True, "openai").html for seq in range(3)]
+    assert len(calls) == 1
+    tail = html[0][html[0].index('<p class="totals"') :]
+    assert 'data-messages="3"' in tail and all(frame.endswith(tail) for frame in html)
+    append(conversation.id, "user", [text("message 3")])
+    later = fragments.messages_frame(cid, [3], True, "openai").html
+    assert len(calls) == 2 and 'data-messages="4"' in later[later.index('<p class="totals"') :]

@@ -685,6 +685,30 @@ def test_a_page_shows_five_notes_of_a_message_and_loads_the_rest(
     assert "Show all" not in every.content.decode()
 
 
+def test_a_frame_reads_notes_only_of_a_conversation_that_holds_some(
+    operator: User, monkeypatch: Any
+) -> None:
+    from conversations.live import fragments
+    from conversations.record import note_reads
+
+    conversation = stored("Noted", ("user", [text("a")], {}), ("assistant", [text("b")], {}))
+    cid = str(conversation.id)
+    read, calls = note_reads.notes_at, []
+
+    def notes_at(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(note_reads, "notes_at", notes_at)
+    bare = fragments.messages_frame(cid, [0, 1], True, "openai").html
+    assert not calls  # none on the conversation: none read
+    assert 'id="notes-1"' in bare and 'class="note"' not in bare  # the form, no note
+    note_by(operator, conversation, 0, text="on the first one")
+    noted = fragments.messages_frame(cid, [0, 1], True, "openai").html
+    assert len(calls) == 1
+    assert noted.count('class="note"') == 1 and "on the first one" in noted
+
+
 def test_a_message_with_the_most_notes_stays_under_the_frame_limit(operator: User) -> None:
     from conversations.core import page_windows
     from conversations.live import fragments

@@ -3,6 +3,7 @@ pytest-django refuses any query), and what they compute is what the pages print.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -94,3 +95,24 @@ def test_the_list_summary_counts_what_a_search_or_filter_found() -> None:
     assert presenters.list_summary(capped, q="the", filters=errors) == (
         "20+ conversations match “the” with these filters"
     )
+
+
+def test_message_and_block_paths_are_the_ones_reverse_builds_under_any_prefix() -> None:
+    """A frame builds each message's and block's URL from its conversation's path, reversed
+    once: the shapes must stay urls.py's, on the dashboard and under a share link's prefix."""
+    from django.urls import reverse
+
+    from conversations.dashboard import share_pages
+    from conversations.dashboard.presenters import links
+
+    cid = uuid.uuid4()
+    for scope in (None, "tok_en-1"):
+        with share_pages.scoped_urls(scope) if scope else contextlib.nullcontext():
+            for name, shape in links.MESSAGE_PATHS.items():
+                args: list[Any] = [str(cid), 12, 3] if "{block}" in shape else [str(cid), 12]
+                built = links.message_path(name, cid, 12, 3)
+                assert built == reverse(name, args=args), (scope, name)
+                assert built.startswith(f"/s/{scope}/c/" if scope else "/c/")
+            wire = links.wire_text_url(cid, 5, vision=False, shape="anthropic", part=None)
+            assert wire == reverse("wire-text", args=[str(cid), 5]) + "?vision=0&shape=anthropic"
+            assert links.message_blocks_url(cid, 5, 100).endswith("/m/5/blocks?from=100")

@@ -61,3 +61,16 @@ def test_the_block_total_is_read_from_the_row_without_a_query(conversation):
     with CaptureQueriesContext(connection) as captured:
         assert selectors.block_total(conversation) == 3
     assert not captured.captured_queries
+
+
+def test_a_live_frame_reads_no_notes_and_no_turns_a_conversation_does_not_hold(conversation):
+    """A frame is rendered once per view on every change: its messages and their blocks,
+    the conversation's row (which says whether any note is on it), and the pressure's
+    running total, latest measured message and heaviest blocks; no notes, turns or figures
+    read again when there are none."""
+    from conversations.live import fragments
+
+    with CaptureQueriesContext(connection) as captured:
+        html = fragments.messages_frame(str(conversation.id), [0, 1], True, "openai").html
+    assert html.count("<article ") == 2
+    assert len(captured.captured_queries) == 7, [q["sql"] for q in captured.captured_queries]

@@ -76,17 +76,21 @@ def messages_frame(
     share link's, with no link to a message's record JSON, its notes read-only and only
     with `notes`.
     """
-    conversation = selectors.conversation_get(conversation_id)
-    if conversation is None or not seqs:
+    try:
+        key = uuid.UUID(str(conversation_id))
+    except ValueError:
+        return Frame("", {})
+    if not seqs:
         return Frame("", {})
     wanted = sorted(set(seqs))
     # The messages first, then the totals and pressure: a frame's totals are never older
-    # than its messages (a client skips a later frame of messages it already holds).
-    rows = selectors.preview_rows(conversation, wanted)
+    # than its messages (a client skips a later frame of messages it already holds). An
+    # unknown conversation has no rows, and no state below.
+    rows = selectors.preview_rows(key, wanted)
     state = _state(conversation_id, vision, shape, view)
     if state is None:
         return Frame("", {})
-    conversation, total_blocks, pressure = state
+    conversation, total_blocks, pressure, noted = state
     shown = token_counts.counted_shown(conversation, pressure, rows)
     margin = presenters.margin_counts(shown, pressure.window.tokens)
     compactions = presenters.compaction_views(
@@ -95,27 +99,41 @@ def messages_frame(
     views = presenters.message_views(
         conversation, rows, vision=vision, shape=shape, margin=margin, compactions=compactions
     )
+    # Most conversations hold no note: their frames read none (nor does a share link's
+    # frame that shows none).
+    read = noted and (notes or not share)
     views = presenters.with_notes(
-        conversation.id, views, note_reads.notes_at(conversation.id, wanted)
+        conversation.id, views, note_reads.notes_at(conversation.id, wanted) if read else {}
     )
     if share:
         views = presenters.read_only(share_pages.without_records(views), notes)
     if not images:
         views = share_pages.withhold_images(views)
-    parts = [render_to_string("conversations/detail.html#message", {"m": m}) for m in views]
-    parts.append(
-        render_to_string(
-            "conversations/detail.html#totals",
-            {"total_messages": conversation.message_count, "total_blocks": total_blocks},
-        )
-    )
-    parts.append(
-        render_to_string(
-            "conversations/detail.html#pressure",
-            {"pressure": presenters.pressure_view(pressure, total_blocks)},
-        )
-    )
+    parts: list[str] = [
+        render_to_string("conversations/detail.html#message", {"m": m}) for m in views
+    ]
+    parts.append(_tail(conversation.message_count, total_blocks, pressure))
     return Frame("".join(parts), {m.seq: m.block_count for m in views})
+
+
+# The totals and pressure partials a frame ends with, by record state: a resync's frames or
+# a batch's split in one-message frames each end with the same ones. Keyed by the pressure
+# (`token_counts.pressure` answers one object per state; each entry holds it, so its id
+# stays its own) and the totals.
+_tails: token_counts.LRU[int, tuple[token_counts.Pressure, int, int, str]] = token_counts.LRU(32)
+
+
+def _tail(total_messages: int, total_blocks: int, pressure: token_counts.Pressure) -> str:
+    found = _tails.get(id(pressure))
+    if found is not None and found[0] is pressure and found[1:3] == (total_messages, total_blocks):
+        return found[3]
+    totals = {"total_messages": total_messages, "total_blocks": total_blocks}
+    html = render_to_string("conversations/detail.html#totals", totals) + render_to_string(
+        "conversations/detail.html#pressure",
+        {"pressure": presenters.pressure_view(pressure, total_blocks)},
+    )
+    _tails.put(id(pressure), (pressure, total_messages, total_blocks, html))
+    return html
 
 
 def notes_frame(conversation_id: str, seq: int, *, share: bool = False) -> str:
@@ -137,13 +155,15 @@ def notes_frame(conversation_id: str, seq: int, *, share: bool = False) -> str:
 
 def _state(
     conversation_id: str, vision: bool, shape: replay.Shape, view: tuple[tuple[str, str], ...]
-) -> tuple[Conversation, int, token_counts.Pressure] | None:
-    """The conversation, its block total and its pressure, read as one state of the record:
-    read again (up to READS times) when an append lands between the reads."""
+) -> tuple[Conversation, int, token_counts.Pressure, bool] | None:
+    """The conversation, its block total, its pressure and whether it holds any note, read
+    as one state of the record: read again (up to READS times) when an append lands
+    between the reads."""
     for attempt in range(1, READS + 1):
-        conversation = selectors.conversation_get(conversation_id)
-        if conversation is None:
+        found = selectors.conversation_noted(conversation_id)
+        if found is None:
             return None
+        conversation, noted = found
         total_blocks = selectors.block_total(conversation)
         pressure = token_counts.pressure(
             conversation, ReplayOptions(vision, shape), query=dict(view), total_blocks=total_blocks
@@ -152,7 +172,7 @@ def _state(
         # state by construction. A pressure that counted its messages (a preview's) says so.
         consistent = not pressure.messages or len(pressure.messages) == conversation.message_count
         if consistent or attempt == READS:
-            return conversation, total_blocks, pressure
+            return conversation, total_blocks, pressure, noted
     return None
 
 

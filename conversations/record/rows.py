@@ -84,6 +84,8 @@ class PreviewRow(NamedTuple):
     metadata: dict[str, Any]
     block_count: int
     blocks: list[PreviewBlock]  # the first `MESSAGE_BLOCKS` of `block_count`
+    # Its stored token figures (`Message.counts`), read with `block_count`: one state.
+    counts: dict[str, Any] | None = None
 
 
 # One character more than a preview shows, so that a cut text is known to be cut.

@@ -17,8 +17,10 @@ from typing import Any
 import orjson
 from django.db.models import (
     Count,
+    Exists,
     Func,
     IntegerField,
+    OuterRef,
     QuerySet,
     Sum,
     TextField,
@@ -32,6 +34,7 @@ from conversations.record.models import (
     Block,
     Conversation,
     Message,
+    Note,
     RejectedSpan,
     ShareLink,
     TailCursor,
@@ -60,6 +63,18 @@ def conversation_get(conversation_id: str | uuid.UUID) -> Conversation | None:
     except ValueError:
         return None
     return Conversation.objects.filter(pk=pk).first()
+
+
+def conversation_noted(conversation_id: str | uuid.UUID) -> tuple[Conversation, bool] | None:
+    """The conversation's row, and whether any note is on it (a live frame reads its
+    messages' notes only then): one query."""
+    try:
+        pk = uuid.UUID(str(conversation_id))
+    except ValueError:
+        return None
+    noted = Exists(Note.objects.filter(conversation_id=OuterRef("pk")))
+    found = Conversation.objects.filter(pk=pk).annotate(noted=noted).first()
+    return None if found is None else (found, bool(found.noted))
 
 
 def message_get(conversation: Conversation, seq: int) -> Message | None:
@@ -199,14 +214,14 @@ MESSAGE_BLOCKS = 100  # blocks of one message a page or frame shows
 
 
 def preview_rows(
-    conversation: Conversation, seqs: range | Iterable[int], *, blocks_from: int = 0
+    conversation: Conversation | uuid.UUID, seqs: range | Iterable[int], *, blocks_from: int = 0
 ) -> list[PreviewRow]:
     """The messages at `seqs` (at most a window's worth) with previews of their blocks (the
     `MESSAGE_BLOCKS` from block `blocks_from`).
 
-    Two queries: the messages, then the blocks of exactly those message ids, so a message
-    appended meanwhile never shows up half. Block cost is bounded by
-    `MESSAGE_BLOCKS` × `PREVIEW_CHARS` per message, whatever is stored.
+    Two queries: the messages (with their stored token figures), then the blocks of
+    exactly those message ids, so a message appended meanwhile never shows up half. Block
+    cost is bounded by `MESSAGE_BLOCKS` × `PREVIEW_CHARS` per message, whatever is stored.
     """
     messages = Message.objects.filter(conversation=conversation)
     if isinstance(seqs, range):
@@ -214,10 +229,10 @@ def preview_rows(
     else:
         messages = messages.filter(seq__in=list(seqs))
     rows: dict[int, PreviewRow] = {
-        values[0]: PreviewRow(*values, [])
-        for values in messages.order_by("seq").values_list(
-            "id", "seq", "role", "created_at", "metadata", "block_count"
-        )
+        pk: PreviewRow(pk, seq, role, created_at, metadata, block_count, [], counts)
+        for pk, seq, role, created_at, metadata, block_count, counts in messages.order_by(
+            "seq"
+        ).values_list("id", "seq", "role", "created_at", "metadata", "block_count", "counts")
     }
     blocks = (
         Block.objects.filter(

@@ -95,23 +95,15 @@ def _counted(
 def counted_shown(
     conversation: Conversation, p: Pressure, rows: Sequence[PreviewRow]
 ) -> dict[int, Counted]:
-    """The counts of the messages shown (a page's window, a frame's messages), by seq: one
-    query of their stored figures.
+    """The counts of the messages shown (a page's window, a frame's messages), by seq,
+    from the stored figures read with their rows (no query).
 
-    A message may grow between reading its row and reading its figures: its count is then
-    of exactly the blocks shown, or a live frame would hold a count its next event never
-    corrects.
+    Figures that name another block count than the row's are counted again for exactly
+    the blocks shown, or a live frame would hold a count its next event never corrects.
     """
-    if not rows:
-        return {}
-    figures = dict(
-        Message.objects.filter(
-            conversation=conversation, seq__in=[r.seq for r in rows]
-        ).values_list("seq", "counts")
-    )
     out: dict[int, Counted] = {}
     for row in rows:
-        data = figures.get(row.seq)
+        data = row.counts
         if data is None:
             continue
         if int(data.get("n", 0)) != row.block_count:
@@ -394,13 +386,25 @@ class Stored:
             measured, added = cursor.fetchone()
         return int(measured), int(added)
 
-    def basis(self, start: int) -> nr.Turn | None:
-        """The latest measured turn in [start, last]: its latest message, then its own."""
-        latest = (
-            self._messages().filter(measured__isnull=False, seq__gte=start, seq__lte=self.last)
-            .order_by("-seq").values_list("seq", "turn_start").first()
+    def latest_measured(self) -> tuple[int, int | None, int, int | None, int | None] | None:
+        """The latest measured message up to `last`: (seq, turn_start, measured,
+        cumulative, tokens); None when no message up to `last` is measured."""
+        return cast(
+            tuple[int, int | None, int, int | None, int | None] | None,
+            self._messages().filter(measured__isnull=False, seq__lte=self.last)
+            .order_by("-seq").values_list("seq", "turn_start", "measured", "cumulative", "tokens")
+            .first(),
         )  # fmt: skip
+
+    def basis(self, start: int, latest: tuple[int, int | None] | None = None) -> nr.Turn | None:
+        """The latest measured turn in [start, last]: its latest message, then its own
+        (`latest`: the latest measured message up to `last`, when already read)."""
         if latest is None:
+            latest = (
+                self._messages().filter(measured__isnull=False, seq__gte=start, seq__lte=self.last)
+                .order_by("-seq").values_list("seq", "turn_start").first()
+            )  # fmt: skip
+        if latest is None or latest[0] < start:
             return None
         seq, turn_start = latest
         rows = self.measured_rows(max(start, turn_start if turn_start is not None else seq), seq)
@@ -419,18 +423,24 @@ class Stored:
         since = befores[boundary] if boundary is not None else 0
         through = self.running(self.last, self.through_default)
         start = boundary or 0
-        if self.default:  # the growth between turns summed in SQL; two turns read
+        latest = self.latest_measured()
+        basis: nr.Turn | None
+        if latest is None:  # nothing measured up to `last`: no turn to read
+            sums, first, basis = (0, 0), None, None
+        elif self.default:  # the growth between turns summed in SQL; two turns read
             sums = self.calibration(start)
             rows = self.measured_rows(start, self.last, FIRST_TURN_ROWS)
             first = next(iter(nr.turns_of(rows)), None)
-            basis = self.basis(start)
+            basis = self.basis(start, latest[:2])
         else:  # each varying message moves the running totals: the turns are read
             turns = nr.turns_of(self.measured_rows(start, self.last, latest=True))
             sums = nr.calibration(turns)
             rows = self.measured_rows(start, self.last, FIRST_TURN_ROWS)
             first = next(iter(nr.turns_of(rows)), None)
             basis = turns[-1] if turns else None
-        if first is None:  # a later measurement still tells what the request lacks
+        # A later measurement still tells what the request lacks (only a count as of an
+        # earlier message, `upto`, has later ones).
+        if first is None and self.last < self.conversation.message_count - 1:
             later = self.measured_rows(
                 boundary or 0, self.conversation.message_count, FIRST_TURN_ROWS
             )
@@ -452,12 +462,8 @@ class Stored:
             tuple(self.compactions(kept_marks)),
         )
         measured = None
-        latest = (
-            self._messages().filter(measured__isnull=False, seq__lte=self.last)
-            .order_by("-seq").values_list("seq", "measured", "cumulative", "tokens").first()
-        )  # fmt: skip
         if latest is not None:
-            seq, measured_input, cumulative, own = latest
+            seq, _, measured_input, cumulative, own = latest
             before_it = self.running(seq - 1, (cumulative or 0) - (own or 0))
             measured = MeasuredInput(seq, measured_input, overhead + before_it)
         return Pressure(

@@ -22,6 +22,7 @@ from conversations.core.notes import (
     MessageNotes,
     NoteValue,
 )
+from conversations.dashboard.presenters.links import note_add_url
 from conversations.dashboard.presenters.messages import MessageView
 
 NONE = MessageNotes()
@@ -96,7 +97,7 @@ def notes_view(
     return NotesView(
         seq=seq,
         items=[note_item(conversation_id, n) for n in notes.notes],
-        add_url="" if readonly else reverse("note-add", args=[str(conversation_id), seq]),
+        add_url="" if readonly else note_add_url(conversation_id, seq),
         blocks=range(block_count),
         error=error,
         hidden=notes.hidden,
