@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import ForeignKey, Model
 
 from conversations.record.models import Block, Message
@@ -79,9 +79,12 @@ def _bulk_insert(model: type[Message] | type[Block], objs: Sequence[Message | Bl
         (f.attname, None if kind in PLAIN_FIELDS else f)
         for f, kind in zip(fields, kinds, strict=True)
     ]
+    # The connection itself, not the `connection` proxy, whose every attribute is a
+    # context-local lookup: the conversions ask it several times a row.
+    db = connections[DEFAULT_DB_ALIAS]
     rows = [
         [
-            getattr(obj, name) if f is None else f.get_db_prep_save(getattr(obj, name), connection)
+            getattr(obj, name) if f is None else f.get_db_prep_save(getattr(obj, name), db)
             for name, f in steps
         ]
         for obj in objs
