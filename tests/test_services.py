@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from conversations.record import events, services
 from conversations.record.models import Block, Conversation, Message
@@ -97,6 +99,44 @@ def test_message_append_moves_the_conversation_to_the_top(conversation):
     assert list(Conversation.objects.order_by("-updated_at"))[0] == other
     services.message_append(conversation=conversation, role="user", blocks=[])
     assert list(Conversation.objects.order_by("-updated_at"))[0] == conversation
+
+
+def test_an_append_counts_itself_into_the_conversations_row(conversation):
+    """One UPDATE … RETURNING locks, counts and reads the row: the row and the caller's
+    object say the same; a conversation that is gone stores nothing."""
+    calls = [use("a", "grep"), use("b", "ls")]
+    services.message_append(
+        conversation=conversation, role="assistant", blocks=calls, metadata={"model": "m-1"}
+    )
+    failed = block(type="tool_result", tool_use_id="a", content="no", is_error=True)
+    message, _ = services.message_append(
+        conversation=conversation, role="user", blocks=[failed, result("b"), text()]
+    )
+    assert message.seq == 1
+    row = Conversation.objects.get(pk=conversation.pk)
+    expected = (2, 5, 1, 0, "m-1")  # messages, blocks, errors, open calls, model
+    for held in (row, conversation):
+        assert (held.message_count, held.block_count, held.error_count,
+                held.unanswered_calls, held.model) == expected  # fmt: skip
+    services.message_append(conversation=conversation, role="assistant", blocks=[use("c", "x")])
+    row.refresh_from_db()
+    assert (row.message_count, row.unanswered_calls, row.model) == (3, 1, "m-1")
+    before = state()
+    with pytest.raises(Conversation.DoesNotExist):
+        services.message_append(conversation=Conversation(), role="user", blocks=[text()])
+    assert state() == before
+
+
+def test_an_append_never_moves_the_conversations_time_back(conversation):
+    """The time is taken before the row's lock is: a writer that held the lock meanwhile
+    may have stored a later one, which stays."""
+    later = timezone.now() + timedelta(minutes=5)
+    Conversation.objects.filter(pk=conversation.pk).update(updated_at=later)
+    services.message_append(conversation=conversation, role="user", blocks=[text()])
+    assert Conversation.objects.get(pk=conversation.pk).updated_at == later
+    Conversation.objects.filter(pk=conversation.pk).update(updated_at=later - timedelta(hours=1))
+    services.message_append(conversation=conversation, role="user", blocks=[text()])
+    assert later - timedelta(hours=1) < Conversation.objects.get(pk=conversation.pk).updated_at
 
 
 @pytest.mark.parametrize("role", ["tool", "User", "", "function"])

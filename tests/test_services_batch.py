@@ -104,16 +104,17 @@ def test_many_messages_take_a_bounded_number_of_queries(conversation):
     if connection.vendor == "postgresql":
         # Each table's rows in one COPY (not a query the capture sees), the messages' and
         # blocks' ids read from their sequences first: the same statements for any batch.
-        assert queries(3) == 9
-        assert queries(2000) == 9
+        assert queries(3) == 8
+        assert queries(2000) == 8
         return
-    # With the search entries, one insert; one read of the previous message's running token
-    # totals (docs/contract.md §7: each batch's counts continue them); the finder marks, one
+    # The conversation's row locked, counted and read in one UPDATE … RETURNING; with the
+    # search entries, one insert; one read of the previous message's running token totals
+    # (docs/contract.md §7: each batch's counts continue them); the finder marks, one
     # statement (results unmark).
-    assert queries(3) == 10
+    assert queries(3) == 9
     # 2,000 messages of 2 blocks: inserts of at most 1,000 rows each (the statements'
     # size is bounded too): 2 of messages, 4 of blocks, 4 of search entries.
-    assert queries(2000) == 10 + 1 + 3 + 3
+    assert queries(2000) == 9 + 1 + 3 + 3
 
 
 def test_an_image_outside_a_user_message_names_its_path_and_stores_nothing(conversation):

@@ -4,7 +4,8 @@ names resolved, the conversation's list state kept, broadcast on commit."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, assert_never, cast
+from datetime import datetime
+from typing import Any, NamedTuple, assert_never, cast
 
 from django.db import connection, transaction
 from django.db.models import F
@@ -29,7 +30,7 @@ from conversations.record.services.alerts import alerts_on_commit
 from conversations.record.services.conversations import _lock
 from conversations.record.services.errors import IngestError
 from conversations.record.services.finder_marks import _mark_problems
-from conversations.record.services.inserts import _bulk_insert, _new_row
+from conversations.record.services.inserts import _bulk_insert, _column, _new_row, _stored
 from conversations.record.services.search_entries import _insert_search_entries, _search_entries
 
 UNKNOWN_TOOL = "unknown"
@@ -73,15 +74,30 @@ def _append(
     conversation: Conversation,
     messages: Sequence[tuple[str, Sequence[BlockIn], dict[str, Any]]],
 ) -> list[tuple[Message, list[Block]]]:
-    """The one append path: lock, insert messages then blocks in bulk, count, announce.
-
-    The conversation row is locked, so `seq` stays dense under concurrent writers.
-    """
+    """The one append path: count the append into the conversation's row (which locks it,
+    so `seq` stays dense under concurrent writers), insert messages then blocks in bulk,
+    count their tokens, mark them for the finder, announce."""
+    added_blocks = sum(len(blocks) for _, blocks, _ in messages)
+    # The list row's state, known from the input: errors add up; the last message's open
+    # calls replace the previous last message's; the latest model named is kept.
+    errors = sum(
+        1 for _, blocks, _ in messages for b in blocks if isinstance(b, ToolResultIn) and b.is_error
+    )
+    unanswered = len(list_status.open_calls(_call(block) for block in messages[-1][1]))
+    model = list_status.latest_model(metadata for _, _, metadata in messages)
     with transaction.atomic():
-        locked = _lock(conversation)
-        first = locked.message_count
+        claimed = _claim(
+            conversation,
+            now=timezone.now(),
+            messages=len(messages),
+            blocks=added_blocks,
+            errors=errors,
+            unanswered=unanswered,
+            model=model,
+        )
+        first = claimed.message_count - len(messages)
         names = _resolve_names(
-            locked,
+            conversation,
             [block for _, blocks, _ in messages for block in blocks],
             up_to_message_seq=first - 1,
         )
@@ -90,7 +106,7 @@ def _append(
             _new_row(
                 Message,
                 "conversation",
-                locked,
+                conversation,
                 seq=first + index,
                 role=role,
                 block_count=len(blocks),
@@ -109,50 +125,36 @@ def _append(
         # database indexes the batch's words (the search entries need no ids).
         counting = token_figures.start_counting(rows)
         _insert_search_entries(
-            locked,
+            conversation,
             [
                 entry
                 for message, message_rows in zip(stored, rows, strict=True)
                 for entry in _search_entries(message, message_rows)
             ],
         )
-        token_figures.count_new(locked, stored, rows, counting)
+        token_figures.count_new(conversation, stored, rows, counting)
         _bulk_insert(Message, stored)
         for message, message_rows in zip(stored, rows, strict=True):
             for row in message_rows:
                 row.message_id = message.pk
         _bulk_insert(Block, [row for message_rows in rows for row in message_rows])
-        _mark_problems(locked, list(zip(stored, rows, strict=True)))
-        added_blocks = sum(len(blocks) for _, blocks, _ in messages)
-        # The list row's state: errors add up; the last message's open calls replace the
-        # previous last message's; the latest model named is kept.
-        errors = sum(1 for message_rows in rows for row in message_rows if row.is_error)
-        unanswered = len(list_status.open_calls((_kind(row), row.call_id) for row in rows[-1]))
-        model = list_status.latest_model(metadata for _, _, metadata in messages) or locked.model
-        _touch(
-            locked,
-            message_count=F("message_count") + len(stored),
-            block_count=F("block_count") + added_blocks,
-            error_count=F("error_count") + errors,
-            unanswered_calls=unanswered,
-            model=model,
-        )
-        conversation.message_count = first + len(stored)
-        conversation.block_count = locked.block_count + added_blocks
-        conversation.error_count = locked.error_count + errors
+        _mark_problems(conversation, list(zip(stored, rows, strict=True)))
+        conversation.message_count = claimed.message_count
+        conversation.block_count = claimed.block_count
+        conversation.error_count = claimed.error_count
         conversation.unanswered_calls = unanswered
-        conversation.model = model
+        conversation.model = claimed.model
         last = stored[-1]
         transaction.on_commit(lambda: metrics.ingested(messages=len(stored), blocks=added_blocks))
         events.publish_on_commit(
             {
                 "type": "conversation.message_added",
-                "conversation_id": str(locked.id),
+                "conversation_id": str(conversation.id),
                 "message_seq": last.seq,
                 "block_count": last.block_count,
             }
         )
-        alerts_on_commit(locked.id, first_seq=first, errors=errors)
+        alerts_on_commit(conversation.id, first_seq=first, errors=errors)
     return list(zip(stored, rows, strict=True))
 
 
@@ -191,6 +193,78 @@ def block_append(*, message: Message, block: BlockIn) -> Block:
         )
         alerts_on_commit(locked.id, first_seq=current.seq, errors=int(row.is_error))
     return row
+
+
+class Claimed(NamedTuple):
+    """The conversation's row as an append left it."""
+
+    message_count: int
+    block_count: int
+    error_count: int
+    model: str
+
+
+def _claim(
+    conversation: Conversation,
+    *,
+    now: datetime,
+    messages: int,
+    blocks: int,
+    errors: int,
+    unanswered: int,
+    model: str,
+) -> Claimed:
+    """Count an append into the conversation's row, which stays locked until the commit
+    (so `seq` stays dense under concurrent writers), and read what it now holds: the lock,
+    the update and the read in one UPDATE … RETURNING (which the bulk inserts need too), in
+    SQL of its own (the ORM's query building cost more than the statement did). `model`:
+    kept when empty.
+
+    Raises Conversation.DoesNotExist when the row is gone, as `_lock` does."""
+
+    def column(name: str) -> str:
+        return _column(Conversation, name)
+
+    # `now` was taken before the lock, maybe before a writer that held it committed: the
+    # later of the two, so that the row's time never goes back.
+    at = _stored(Conversation, "updated_at", now)
+    updated = column("updated_at")
+    sets = [f"{updated} = CASE WHEN {updated} > %s THEN {updated} ELSE %s END"]
+    params: list[Any] = [at, at]
+    for name, added in (("message_count", messages), ("block_count", blocks),
+                        ("error_count", errors)):  # fmt: skip
+        sets.append(f"{column(name)} = {column(name)} + %s")
+        params.append(added)
+    sets.append(f"{column('unanswered_calls')} = %s")
+    params.append(unanswered)
+    if model:
+        sets.append(f"{column('model')} = %s")
+        params.append(model)
+    params.append(_stored(Conversation, "id", conversation.pk))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {connection.ops.quote_name(Conversation._meta.db_table)} "
+            f"SET {', '.join(sets)} WHERE {column('id')} = %s "
+            f"RETURNING {', '.join(column(name) for name in Claimed._fields)}",
+            params,
+        )
+        rows = cursor.fetchall()
+    if not rows:
+        raise Conversation.DoesNotExist("Conversation matching query does not exist.")
+    return Claimed(*rows[0])
+
+
+def _call(block: BlockIn) -> tuple[BlockKind, str]:
+    """A block's kind and call id, as its row will hold them (`_row`)."""
+    match block:
+        case ToolUseIn(id=call_id):
+            return "tool_use", call_id
+        case ToolResultIn(tool_use_id=call_id):
+            return "tool_result", call_id
+        case TextIn() | ReasoningIn() | ImageIn():
+            return kind_named(block.type), ""
+        case _:
+            assert_never(block)
 
 
 def _kind(row: Block) -> BlockKind:

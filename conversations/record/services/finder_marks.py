@@ -4,13 +4,13 @@ mark: an error result's, and an unanswered call's until its first result arrives
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from django.db import connection
-from django.db.models import Exists, OuterRef
 
 from conversations.core.blocks import kind_named, tool_side
-from conversations.record.models import Block, Conversation, FinderMark, Message
-from conversations.record.services.inserts import _insert_rows
+from conversations.record.models import Block, BlockType, Conversation, FinderMark, Message
+from conversations.record.services.inserts import _column, _insert_rows, _stored
 
 ID_CHUNK = 5000  # call ids per statement (a 2,000-message batch is one of each)
 
@@ -34,32 +34,61 @@ def _mark_problems(
                         errors.append((message.seq, row.seq, FinderMark.Kind.ERROR, row.call_id))
                 case None:
                     pass
+    key = _stored(FinderMark, "conversation", conversation.pk)
     for chunk in _chunks(sorted(answers)):
-        FinderMark.objects.filter(
-            conversation=conversation, kind=FinderMark.Kind.UNANSWERED, call_id__in=chunk
-        ).delete()
+        _unmark(key, chunk)
     if calls:
         ids = sorted({call_id for _, _, _, call_id in calls} - answers)
         for chunk in _chunks(ids):
-            # Through the call_id index, the conversation checked per block found (a
-            # correlated EXISTS), so no planner walks a long conversation instead.
-            mine = Message.objects.filter(pk=OuterRef("message_id"), conversation=conversation)
-            answers.update(
-                Block.objects.filter(
-                    Exists(mine), type="tool_result", call_id__in=chunk
-                ).values_list("call_id", flat=True)
-            )
+            answers.update(_answered(key, chunk))
     marks = errors + [call for call in calls if call[3] not in answers]
     if marks:
-        key = FinderMark._meta.get_field("conversation").get_db_prep_save(
-            conversation.pk, connection
-        )
         _insert_rows(
             FinderMark._meta.db_table,
             ("conversation_id", "message_seq", "block_seq", "kind", "call_id"),
             [(key, seq, block, str(kind), call_id) for seq, block, kind, call_id in marks],
             None,
         )
+
+
+# The statements below run on every append of a call or a result: in SQL of their own, as
+# building the ORM's queries cost several times what the database took to answer them.
+
+
+def _unmark(key: Any, call_ids: list[str]) -> None:
+    """Remove the conversation's (`key`: its id as stored) unanswered marks of these calls."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {connection.ops.quote_name(FinderMark._meta.db_table)} "
+            f"WHERE {_column(FinderMark, 'conversation')} = %s "
+            f"AND {_column(FinderMark, 'kind')} = %s "
+            f"AND {_column(FinderMark, 'call_id')} IN ({_marks(call_ids)})",
+            [key, str(FinderMark.Kind.UNANSWERED), *call_ids],
+        )
+
+
+def _answered(key: Any, call_ids: list[str]) -> list[str]:
+    """The call ids among these that a tool_result of the conversation answers. Through the
+    call_id index, the conversation checked per block found (a correlated EXISTS), so no
+    planner walks a long conversation instead."""
+    quote = connection.ops.quote_name
+    blocks = quote(Block._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {blocks}.{_column(Block, 'call_id')} FROM {blocks} "
+            f"WHERE {blocks}.{_column(Block, 'type')} = %s "
+            f"AND {blocks}.{_column(Block, 'call_id')} IN ({_marks(call_ids)}) "
+            f"AND EXISTS (SELECT 1 FROM {quote(Message._meta.db_table)} U0 "
+            f"WHERE U0.{_column(Message, 'conversation')} = %s "
+            f"AND U0.{_column(Message, 'id')} = {blocks}.{_column(Block, 'message')})",
+            [str(BlockType.TOOL_RESULT), *call_ids, key],
+        )
+        return [call_id for (call_id,) in cursor.fetchall()]
+
+
+def _marks(values: list[str]) -> str:
+    """One placeholder for each value."""
+    return ", ".join(["%s"] * len(values))
 
 
 def _chunks(items: list[str]) -> list[list[str]]:

@@ -4,6 +4,10 @@ their new ids (`_bulk_insert`), and plain rows (`_insert_rows`).
 On PostgreSQL every row of a table goes in one COPY (ids taken from the table's sequence
 first): no statement text to build, quote or parse, and the driver writes the rows in C.
 Elsewhere multi-row INSERTs, in a number of statements bounded by the parameter limit.
+
+`_column` and `_stored` write the append path's other few statements in SQL of their own
+(one message's append runs each of them: the ORM's query building cost more than the
+database's answer).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
-from django.db.models import ForeignKey, Model
+from django.db.models import Field, ForeignKey, Model
 
 from conversations.record.models import Block, Message
 
@@ -55,6 +59,31 @@ def _new_row(model: type[M], parent: str, of: Model, **values: Any) -> M:
     row: M = _maker(model)(**{f"{parent}_id": of.pk}, **values)
     model._meta.get_field(parent).set_cached_value(row, of)  # type: ignore[union-attr]
     return row
+
+
+def _column(model: type[Model], name: str) -> str:
+    """The column of `model`'s field `name`, quoted for this database's SQL."""
+    return _quoted(connection.vendor, model, name)
+
+
+@functools.cache
+def _quoted(vendor: str, model: type[Model], name: str) -> str:
+    column = _field(model, name).column
+    assert column
+    return str(connection.ops.quote_name(column))
+
+
+def _stored(model: type[Model], name: str, value: Any) -> Any:
+    """`value` as `model`'s field `name` is stored (a foreign key as its target's, a UUID or
+    a datetime as this database takes it)."""
+    return _field(model, name).get_db_prep_save(value, connection)
+
+
+@functools.cache
+def _field(model: type[Model], name: str) -> Field[Any, Any]:
+    field = model._meta.get_field(name)
+    assert isinstance(field, Field)
+    return field
 
 
 def _bulk_insert(model: type[Message] | type[Block], objs: Sequence[Message | Block]) -> None:

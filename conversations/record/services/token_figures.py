@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from functools import cache, partial
 from typing import Any, cast
 
-from django.db.models import F
+from django.db import connection
+from django.db.models import F, JSONField
 
 from conversations.core import next_request as nr
 from conversations.core import replay, stored_counts, tokens
@@ -23,6 +24,7 @@ from conversations.core.blocks import BlockKind, Role
 from conversations.core.stored_counts import StoredFacts
 from conversations.record.models import Block, Conversation, Message
 from conversations.record.rows import block_value
+from conversations.record.services.inserts import _column, _stored
 
 VISION, SHAPE = stored_counts.DEFAULT
 LATER_BATCH = 1000  # later messages' running totals moved per statement batch
@@ -101,15 +103,7 @@ def count_new(
         return
     counting = start_counting(rows) if counting is None else counting
     first = messages[0].seq
-    previous = (
-        Message.objects.filter(conversation=conversation, seq=first - 1)
-        .values_list("cumulative", "counts")
-        .first()
-    )
-    before, run = 0, {}
-    if previous is not None:
-        before = previous[0] or 0
-        run = dict((previous[1] or {}).get("run", {}))
+    before, run = _running(conversation, first)
     # Every text of the batch counted at once; an image's own tokens are arithmetic,
     # counted as it goes.
     counted = iter(counting.counts.result())
@@ -125,6 +119,28 @@ def count_new(
         before += _fill(message, facts, before, run)
         run = cast(dict[str, Any], message.counts)["run"]
         _measure(message, turns, before_batch)
+
+
+def _running(conversation: Conversation, seq: int) -> tuple[int, dict[str, int]]:
+    """The running totals a message at `seq` continues: the tokens up to it and their split
+    by kind, from the message before it (none before the first). In SQL of its own: the
+    ORM's query building cost more than the database's answer, on every append."""
+    if seq == 0:
+        return 0, {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {_column(Message, 'cumulative')}, {_column(Message, 'counts')} "
+            f"FROM {connection.ops.quote_name(Message._meta.db_table)} "
+            f"WHERE {_column(Message, 'conversation')} = %s AND {_column(Message, 'seq')} = %s",
+            [_stored(Message, "conversation", conversation.pk), seq - 1],
+        )
+        previous = cursor.fetchone()
+    if previous is None:
+        return 0, {}
+    counts = Message._meta.get_field("counts")
+    assert isinstance(counts, JSONField)
+    data = counts.from_db_value(previous[1], cast(Any, None), connection)
+    return previous[0] or 0, dict((data or {}).get("run", {}))
 
 
 def _measure(
