@@ -473,6 +473,25 @@ def test_an_unknown_or_malformed_conversation_id_is_not_found(api, cid):
     assert state() == before
 
 
+IMAGE = {"type": "image", "media_type": "image/png", "data": base64.b64encode(b"x").decode()}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"{", {"role": "robot", "blocks": []}, {"role": "assistant", "blocks": [IMAGE]}],
+    ids=["empty", "not-json", "bad-role", "refused-by-the-service"],
+)
+def test_an_unknown_conversation_is_not_found_before_a_bad_body_is_refused(api, body):
+    """An append reads no conversation first (the statement that counts it in finds it),
+    yet an unknown one is still a 404 before whatever its body does wrong."""
+    cid = str(uuid.uuid4())
+    before = state()
+    assert_error(api.post(messages_url(cid), body), 404, cid)
+    batch = {"messages": [body]} if isinstance(body, dict) else body
+    assert_error(api.post(f"{messages_url(cid)}/batch", batch), 404, cid)
+    assert state() == before
+
+
 # --- POST /api/conversations/ID/messages ---------------------------------------------
 
 

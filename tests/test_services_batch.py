@@ -231,3 +231,38 @@ def test_a_large_batch_stores_the_token_figures_one_message_at_a_time_would(conv
 
     assert figures(conversation) == figures(other)
     assert all(figures(conversation)[1])
+
+
+def test_calls_are_marked_unanswered_unless_a_stored_result_answers_them(conversation, monkeypatch):
+    """The finder's marks ask in the statement that inserts them whether a result stored in
+    the conversation answers each call; any number of calls, in statements of bounded size."""
+    from conversations.record.models import FinderMark
+    from conversations.record.services import finder_marks
+
+    monkeypatch.setattr(finder_marks, "ROWS_PER_STATEMENT", 2)
+    other = services.conversation_create(title="Other")
+    services.messages_append(conversation=other, messages=[message("user", tool_result("b"))])
+    services.messages_append(
+        conversation=conversation,
+        messages=[message("user", tool_result("a")), message("user", text("no call yet"))],
+    )
+    services.messages_append(
+        conversation=conversation,
+        messages=[
+            message("assistant", tool_use("a"), tool_use("b"), tool_use("c")),
+            message("assistant", tool_use("d"), tool_use("a"), tool_use("e")),
+            message("user", tool_result("e", is_error=True)),
+        ],
+    )
+
+    def marks(of: Conversation) -> list[tuple[int, int, str, str]]:
+        rows = FinderMark.objects.filter(conversation=of).order_by("message_seq", "block_seq")
+        return list(rows.values_list("message_seq", "block_seq", "kind", "call_id"))
+
+    # "a" was answered before it was called; "b" only in another conversation; "e" later
+    # in the same batch.
+    assert marks(conversation) == [
+        (2, 1, "unanswered", "b"), (2, 2, "unanswered", "c"), (3, 0, "unanswered", "d"),
+        (4, 0, "error", "e"),
+    ]  # fmt: skip
+    assert marks(other) == []

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -60,6 +62,27 @@ def _conversation(conversation_id: str) -> Conversation:
     if conversation is None:
         raise ApiError(404, f"Conversation {conversation_id} was not found.")
     return conversation
+
+
+def _unread(conversation_id: str) -> Conversation:
+    """The conversation an append names, not read (404 for an id that cannot name one): the
+    append finds out itself whether it exists, with the statement that counts it in. Call
+    the append within `_missing_first`."""
+    found = selectors.conversation_ref(conversation_id)
+    if found is None:
+        raise ApiError(404, f"Conversation {conversation_id} was not found.")
+    return found
+
+
+@contextmanager
+def _missing_first(conversation_id: str) -> Iterator[None]:
+    """An unknown conversation is a 404 before any fault of the request's body, as it was
+    when every write read its conversation first."""
+    try:
+        yield
+    except (ApiError, services.IngestError, RequestDataTooBig, Conversation.DoesNotExist):
+        _conversation(conversation_id)
+        raise
 
 
 def _url(request: HttpRequest, conversation: Conversation, fragment: str = "") -> str:
@@ -212,11 +235,12 @@ def record_response(request: HttpRequest, found: Conversation) -> HttpResponseBa
 
 @api("POST")
 def messages(request: HttpRequest, conversation_id: str) -> HttpResponse:
-    found = _conversation(conversation_id)
-    data = validate(MessageIn, parse_json(request))
-    message, blocks = services.message_append(
-        conversation=found, role=data.role, blocks=data.blocks, metadata=data.metadata
-    )
+    found = _unread(conversation_id)
+    with _missing_first(conversation_id):
+        data = validate(MessageIn, parse_json(request))
+        message, blocks = services.message_append(
+            conversation=found, role=data.role, blocks=data.blocks, metadata=data.metadata
+        )
     # Ids, seqs and the URL only: echoing the blocks would hold every body twice in memory.
     return json_response(
         {
@@ -234,9 +258,10 @@ def messages(request: HttpRequest, conversation_id: str) -> HttpResponse:
 @api("POST")
 def messages_batch(request: HttpRequest, conversation_id: str) -> HttpResponse:
     """Many messages at once, all or nothing, announced by one live event."""
-    found = _conversation(conversation_id)
-    data = validate(MessageBatchIn, parse_json(request))
-    stored = services.messages_append(conversation=found, messages=data.messages)
+    found = _unread(conversation_id)
+    with _missing_first(conversation_id):
+        data = validate(MessageBatchIn, parse_json(request))
+        stored = services.messages_append(conversation=found, messages=data.messages)
     first, last = stored[0][0].seq, stored[-1][0].seq
     return json_response(
         {

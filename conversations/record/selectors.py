@@ -77,6 +77,17 @@ def conversation_noted(conversation_id: str | uuid.UUID) -> tuple[Conversation, 
     return None if found is None else (found, bool(found.noted))
 
 
+def conversation_ref(conversation_id: str | uuid.UUID) -> Conversation | None:
+    """The conversation `conversation_id` names, not read (None for a string that names
+    none): for a write that finds out itself whether its row exists. Only its id is set;
+    every other field holds its default."""
+    try:
+        pk = uuid.UUID(str(conversation_id))
+    except ValueError:
+        return None
+    return Conversation(pk=pk)
+
+
 def message_get(conversation: Conversation, seq: int) -> Message | None:
     return Message.objects.filter(conversation=conversation, seq=seq).first()
 

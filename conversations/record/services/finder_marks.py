@@ -10,7 +10,12 @@ from django.db import connection
 
 from conversations.core.blocks import kind_named, tool_side
 from conversations.record.models import Block, BlockType, Conversation, FinderMark, Message
-from conversations.record.services.inserts import _column, _insert_rows, _stored
+from conversations.record.services.inserts import (
+    ROWS_PER_STATEMENT,
+    _column,
+    _insert_rows,
+    _stored,
+)
 
 ID_CHUNK = 5000  # call ids per statement (a 2,000-message batch is one of each)
 
@@ -37,18 +42,20 @@ def _mark_problems(
     key = _stored(FinderMark, "conversation", conversation.pk)
     for chunk in _chunks(sorted(answers)):
         _unmark(key, chunk)
-    if calls:
-        ids = sorted({call_id for _, _, _, call_id in calls} - answers)
-        for chunk in _chunks(ids):
-            answers.update(_answered(key, chunk))
-    marks = errors + [call for call in calls if call[3] not in answers]
-    if marks:
+    if errors:
         _insert_rows(
             FinderMark._meta.db_table,
             ("conversation_id", "message_seq", "block_seq", "kind", "call_id"),
-            [(key, seq, block, str(kind), call_id) for seq, block, kind, call_id in marks],
+            [(key, seq, block, str(kind), call_id) for seq, block, kind, call_id in errors],
             None,
         )
+    unanswered = [
+        (seq, block, call_id) for seq, block, _, call_id in calls if call_id not in answers
+    ]
+    limit = connection.features.max_query_params
+    per_statement = min(ROWS_PER_STATEMENT, (limit - 4) // 3 if limit else ROWS_PER_STATEMENT)
+    for start in range(0, len(unanswered), per_statement):
+        _mark_unanswered(key, unanswered[start : start + per_statement])
 
 
 # The statements below run on every append of a call or a result: in SQL of their own, as
@@ -67,23 +74,36 @@ def _unmark(key: Any, call_ids: list[str]) -> None:
         )
 
 
-def _answered(key: Any, call_ids: list[str]) -> list[str]:
-    """The call ids among these that a tool_result of the conversation answers. Through the
-    call_id index, the conversation checked per block found (a correlated EXISTS), so no
+def _mark_unanswered(key: Any, calls: list[tuple[int, int, str]]) -> None:
+    """Mark these calls (message seq, block seq, call id) unanswered, but for those that a
+    result stored in the conversation answers already: asked in the same statement, through
+    the call_id index, the conversation checked per block found (a correlated EXISTS), so no
     planner walks a long conversation instead."""
     quote = connection.ops.quote_name
     blocks = quote(Block._meta.db_table)
+    columns = ", ".join(
+        _column(FinderMark, name)
+        for name in ("conversation", "message_seq", "block_seq", "kind", "call_id")
+    )
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {blocks}.{_column(Block, 'call_id')} FROM {blocks} "
+            f"INSERT INTO {quote(FinderMark._meta.db_table)} ({columns}) "
+            "SELECT %s, v.column1, v.column2, %s, v.column3 "
+            f"FROM (VALUES {', '.join(['(%s, %s, %s)'] * len(calls))}) AS v "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {blocks} "
             f"WHERE {blocks}.{_column(Block, 'type')} = %s "
-            f"AND {blocks}.{_column(Block, 'call_id')} IN ({_marks(call_ids)}) "
+            f"AND {blocks}.{_column(Block, 'call_id')} = v.column3 "
             f"AND EXISTS (SELECT 1 FROM {quote(Message._meta.db_table)} U0 "
             f"WHERE U0.{_column(Message, 'conversation')} = %s "
-            f"AND U0.{_column(Message, 'id')} = {blocks}.{_column(Block, 'message')})",
-            [str(BlockType.TOOL_RESULT), *call_ids, key],
+            f"AND U0.{_column(Message, 'id')} = {blocks}.{_column(Block, 'message')}))",
+            [
+                key,
+                str(FinderMark.Kind.UNANSWERED),
+                *(value for call in calls for value in call),
+                str(BlockType.TOOL_RESULT),
+                key,
+            ],
         )
-        return [call_id for (call_id,) in cursor.fetchall()]
 
 
 def _marks(values: list[str]) -> str:
