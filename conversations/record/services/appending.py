@@ -3,6 +3,7 @@ names resolved, the conversation's list state kept, broadcast on commit."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, assert_never, cast
@@ -30,7 +31,7 @@ from conversations.record.services.alerts import alerts_on_commit
 from conversations.record.services.conversations import _lock
 from conversations.record.services.errors import IngestError
 from conversations.record.services.finder_marks import _mark_problems
-from conversations.record.services.inserts import _bulk_insert, _column, _new_row, _stored
+from conversations.record.services.inserts import _bulk_insert, _column, _db, _new_row, _stored
 from conversations.record.services.search_entries import _insert_search_entries, _search_entries
 
 UNKNOWN_TOOL = "unknown"
@@ -221,37 +222,39 @@ def _claim(
     kept when empty.
 
     Raises Conversation.DoesNotExist when the row is gone, as `_lock` does."""
+    db = _db()
+    params: list[Any] = [_stored(Conversation, "updated_at", now)] * 2
+    params += [messages, blocks, errors, unanswered, *([model] if model else [])]
+    params.append(_stored(Conversation, "id", conversation.pk))
+    with db.cursor() as cursor:
+        cursor.execute(_claim_sql(db.vendor, bool(model)), params)
+        rows = cursor.fetchall()
+    if not rows:
+        raise Conversation.DoesNotExist("Conversation matching query does not exist.")
+    return Claimed(*rows[0])
+
+
+@functools.cache
+def _claim_sql(vendor: str, model: bool) -> str:
+    """`_claim`'s statement (setting the model or not), built once per database vendor."""
 
     def column(name: str) -> str:
         return _column(Conversation, name)
 
     # `now` was taken before the lock, maybe before a writer that held it committed: the
     # later of the two, so that the row's time never goes back.
-    at = _stored(Conversation, "updated_at", now)
     updated = column("updated_at")
     sets = [f"{updated} = CASE WHEN {updated} > %s THEN {updated} ELSE %s END"]
-    params: list[Any] = [at, at]
-    for name, added in (("message_count", messages), ("block_count", blocks),
-                        ("error_count", errors)):  # fmt: skip
-        sets.append(f"{column(name)} = {column(name)} + %s")
-        params.append(added)
+    sets += [f"{column(name)} = {column(name)} + %s" for name in
+             ("message_count", "block_count", "error_count")]  # fmt: skip
     sets.append(f"{column('unanswered_calls')} = %s")
-    params.append(unanswered)
     if model:
         sets.append(f"{column('model')} = %s")
-        params.append(model)
-    params.append(_stored(Conversation, "id", conversation.pk))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {connection.ops.quote_name(Conversation._meta.db_table)} "
-            f"SET {', '.join(sets)} WHERE {column('id')} = %s "
-            f"RETURNING {', '.join(column(name) for name in Claimed._fields)}",
-            params,
-        )
-        rows = cursor.fetchall()
-    if not rows:
-        raise Conversation.DoesNotExist("Conversation matching query does not exist.")
-    return Claimed(*rows[0])
+    return (
+        f"UPDATE {_db().ops.quote_name(Conversation._meta.db_table)} "
+        f"SET {', '.join(sets)} WHERE {column('id')} = %s "
+        f"RETURNING {', '.join(column(name) for name in Claimed._fields)}"
+    )
 
 
 def _call(block: BlockIn) -> tuple[BlockKind, str]:

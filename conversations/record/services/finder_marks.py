@@ -3,16 +3,16 @@ mark: an error result's, and an unanswered call's until its first result arrives
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
-
-from django.db import connection
 
 from conversations.core.blocks import kind_named, tool_side
 from conversations.record.models import Block, BlockType, Conversation, FinderMark, Message
 from conversations.record.services.inserts import (
     ROWS_PER_STATEMENT,
     _column,
+    _db,
     _insert_rows,
     _stored,
 )
@@ -52,7 +52,7 @@ def _mark_problems(
     unanswered = [
         (seq, block, call_id) for seq, block, _, call_id in calls if call_id not in answers
     ]
-    limit = connection.features.max_query_params
+    limit = _db().features.max_query_params
     per_statement = min(ROWS_PER_STATEMENT, (limit - 4) // 3 if limit else ROWS_PER_STATEMENT)
     for start in range(0, len(unanswered), per_statement):
         _mark_unanswered(key, unanswered[start : start + per_statement])
@@ -64,14 +64,22 @@ def _mark_problems(
 
 def _unmark(key: Any, call_ids: list[str]) -> None:
     """Remove the conversation's (`key`: its id as stored) unanswered marks of these calls."""
-    with connection.cursor() as cursor:
+    db = _db()
+    with db.cursor() as cursor:
         cursor.execute(
-            f"DELETE FROM {connection.ops.quote_name(FinderMark._meta.db_table)} "
-            f"WHERE {_column(FinderMark, 'conversation')} = %s "
-            f"AND {_column(FinderMark, 'kind')} = %s "
-            f"AND {_column(FinderMark, 'call_id')} IN ({_marks(call_ids)})",
+            _unmark_sql(db.vendor, len(call_ids)),
             [key, str(FinderMark.Kind.UNANSWERED), *call_ids],
         )
+
+
+@functools.lru_cache(maxsize=64)
+def _unmark_sql(vendor: str, ids: int) -> str:
+    return (
+        f"DELETE FROM {_db().ops.quote_name(FinderMark._meta.db_table)} "
+        f"WHERE {_column(FinderMark, 'conversation')} = %s "
+        f"AND {_column(FinderMark, 'kind')} = %s "
+        f"AND {_column(FinderMark, 'call_id')} IN ({', '.join(['%s'] * ids)})"
+    )
 
 
 def _mark_unanswered(key: Any, calls: list[tuple[int, int, str]]) -> None:
@@ -79,23 +87,10 @@ def _mark_unanswered(key: Any, calls: list[tuple[int, int, str]]) -> None:
     result stored in the conversation answers already: asked in the same statement, through
     the call_id index, the conversation checked per block found (a correlated EXISTS), so no
     planner walks a long conversation instead."""
-    quote = connection.ops.quote_name
-    blocks = quote(Block._meta.db_table)
-    columns = ", ".join(
-        _column(FinderMark, name)
-        for name in ("conversation", "message_seq", "block_seq", "kind", "call_id")
-    )
-    with connection.cursor() as cursor:
+    db = _db()
+    with db.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {quote(FinderMark._meta.db_table)} ({columns}) "
-            "SELECT %s, v.column1, v.column2, %s, v.column3 "
-            f"FROM (VALUES {', '.join(['(%s, %s, %s)'] * len(calls))}) AS v "
-            f"WHERE NOT EXISTS (SELECT 1 FROM {blocks} "
-            f"WHERE {blocks}.{_column(Block, 'type')} = %s "
-            f"AND {blocks}.{_column(Block, 'call_id')} = v.column3 "
-            f"AND EXISTS (SELECT 1 FROM {quote(Message._meta.db_table)} U0 "
-            f"WHERE U0.{_column(Message, 'conversation')} = %s "
-            f"AND U0.{_column(Message, 'id')} = {blocks}.{_column(Block, 'message')}))",
+            _mark_sql(db.vendor, len(calls)),
             [
                 key,
                 str(FinderMark.Kind.UNANSWERED),
@@ -106,9 +101,25 @@ def _mark_unanswered(key: Any, calls: list[tuple[int, int, str]]) -> None:
         )
 
 
-def _marks(values: list[str]) -> str:
-    """One placeholder for each value."""
-    return ", ".join(["%s"] * len(values))
+@functools.lru_cache(maxsize=64)
+def _mark_sql(vendor: str, calls: int) -> str:
+    quote = _db().ops.quote_name
+    blocks = quote(Block._meta.db_table)
+    columns = ", ".join(
+        _column(FinderMark, name)
+        for name in ("conversation", "message_seq", "block_seq", "kind", "call_id")
+    )
+    return (
+        f"INSERT INTO {quote(FinderMark._meta.db_table)} ({columns}) "
+        "SELECT %s, v.column1, v.column2, %s, v.column3 "
+        f"FROM (VALUES {', '.join(['(%s, %s, %s)'] * calls)}) AS v "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {blocks} "
+        f"WHERE {blocks}.{_column(Block, 'type')} = %s "
+        f"AND {blocks}.{_column(Block, 'call_id')} = v.column3 "
+        f"AND EXISTS (SELECT 1 FROM {quote(Message._meta.db_table)} U0 "
+        f"WHERE U0.{_column(Message, 'conversation')} = %s "
+        f"AND U0.{_column(Message, 'id')} = {blocks}.{_column(Block, 'message')}))"
+    )
 
 
 def _chunks(items: list[str]) -> list[list[str]]:

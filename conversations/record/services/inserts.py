@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, ForeignKey, Model
 
 from conversations.record.models import Block, Message
@@ -61,22 +62,24 @@ def _new_row(model: type[M], parent: str, of: Model, **values: Any) -> M:
     return row
 
 
+def _db() -> BaseDatabaseWrapper:
+    """This thread's connection, looked up once: `connection` looks it up again at each
+    attribute, and the append path's statements read several."""
+    return connections[DEFAULT_DB_ALIAS]
+
+
 def _column(model: type[Model], name: str) -> str:
-    """The column of `model`'s field `name`, quoted for this database's SQL."""
-    return _quoted(connection.vendor, model, name)
-
-
-@functools.cache
-def _quoted(vendor: str, model: type[Model], name: str) -> str:
+    """The column of `model`'s field `name`, quoted for SQL (SQLite and PostgreSQL quote
+    alike). Statements that use it are built once per database vendor and kept."""
     column = _field(model, name).column
     assert column
-    return str(connection.ops.quote_name(column))
+    return str(_db().ops.quote_name(column))
 
 
 def _stored(model: type[Model], name: str, value: Any) -> Any:
     """`value` as `model`'s field `name` is stored (a foreign key as its target's, a UUID or
     a datetime as this database takes it)."""
-    return _field(model, name).get_db_prep_save(value, connection)
+    return _field(model, name).get_db_prep_save(value, _db())
 
 
 @functools.cache
@@ -95,22 +98,11 @@ def _bulk_insert(model: type[Message] | type[Block], objs: Sequence[Message | Bl
     """
     if not objs:
         return
-    if not connection.features.can_return_rows_from_bulk_insert:
+    db = _db()
+    if not db.features.can_return_rows_from_bulk_insert:
         model.objects.bulk_create(objs)  # type: ignore[arg-type]
         return
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    # Plain ints, strings and bools go as they are (a foreign key as its target's value);
-    # the rest (JSON, datetimes, UUID keys) through their field's conversion.
-    kinds = [
-        (f.target_field if isinstance(f, ForeignKey) else f).get_internal_type() for f in fields
-    ]
-    steps = [
-        (f.attname, None if kind in PLAIN_FIELDS else f)
-        for f, kind in zip(fields, kinds, strict=True)
-    ]
-    # The connection itself, not the `connection` proxy, whose every attribute is a
-    # context-local lookup: the conversions ask it several times a row.
-    db = connections[DEFAULT_DB_ALIAS]
+    columns, steps = _steps(model)
     rows = [
         [
             getattr(obj, name) if f is None else f.get_db_prep_save(getattr(obj, name), db)
@@ -119,12 +111,26 @@ def _bulk_insert(model: type[Message] | type[Block], objs: Sequence[Message | Bl
         for obj in objs
     ]
     # The database answers the new ids in the order of the rows, as bulk_create relies on.
-    pks = _insert_rows(
-        model._meta.db_table, [str(f.column) for f in fields], rows, str(model._meta.pk.column)
-    )
+    pks = _insert_rows(model._meta.db_table, columns, rows, str(model._meta.pk.column))
     for obj, pk in zip(objs, pks, strict=True):
         obj.pk = pk
         obj._state.adding = False
+
+
+@functools.cache
+def _steps(model: type[Model]) -> tuple[tuple[str, ...], list[tuple[str, Field[Any, Any] | None]]]:
+    """`model`'s columns but its key, and how each value is read from a row: plain ints,
+    strings and bools as they are (a foreign key as its target's value); the rest (JSON,
+    datetimes, UUID keys) through their field's conversion."""
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    kinds = [
+        (f.target_field if isinstance(f, ForeignKey) else f).get_internal_type() for f in fields
+    ]
+    steps = [
+        (f.attname, None if kind in PLAIN_FIELDS else f)
+        for f, kind in zip(fields, kinds, strict=True)
+    ]
+    return tuple(str(f.column) for f in fields), steps
 
 
 def _insert_rows(
@@ -133,16 +139,14 @@ def _insert_rows(
     """Insert rows of prepared values (one COPY on PostgreSQL; elsewhere multi-row INSERTs
     of as many rows as the parameter limit allows, at most ROWS_PER_STATEMENT: statements
     of a bounded size); the `returning` column of each, in order, when one is named."""
-    if connection.vendor == "postgresql" and rows:
+    db = _db()
+    if db.vendor == "postgresql" and rows:
         return _copy_rows(table, columns, rows, returning)
-    quote = connection.ops.quote_name
-    head = f"INSERT INTO {quote(table)} ({', '.join(quote(c) for c in columns)}) VALUES "
-    tail = f" RETURNING {quote(returning)}" if returning else ""
-    row_sql = "(" + ", ".join(["%s"] * len(columns)) + ")"
-    limit = connection.features.max_query_params
+    head, tail, row_sql = _insert_sql(db.vendor, table, tuple(columns), returning)
+    limit = db.features.max_query_params
     per_statement = max(1, min(ROWS_PER_STATEMENT, limit // len(columns) if limit else len(rows)))
     answered: list[Any] = []
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         for start in range(0, len(rows), per_statement):
             chunk = rows[start : start + per_statement]
             params = [value for row in chunk for value in row]
@@ -150,6 +154,17 @@ def _insert_rows(
             if returning:
                 answered += [value for (value,) in cursor.fetchall()]
     return answered
+
+
+@functools.cache
+def _insert_sql(
+    vendor: str, table: str, columns: tuple[str, ...], returning: str | None
+) -> tuple[str, str, str]:
+    """An INSERT's text but its rows, its RETURNING clause, and one row's placeholders."""
+    quote = _db().ops.quote_name
+    head = f"INSERT INTO {quote(table)} ({', '.join(quote(c) for c in columns)}) VALUES "
+    tail = f" RETURNING {quote(returning)}" if returning else ""
+    return head, tail, "(" + ", ".join(["%s"] * len(columns)) + ")"
 
 
 def _copy_rows(

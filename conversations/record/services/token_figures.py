@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from functools import cache, partial
 from typing import Any, cast
 
-from django.db import connection
 from django.db.models import F, JSONField
 
 from conversations.core import next_request as nr
@@ -24,7 +23,7 @@ from conversations.core.blocks import BlockKind, Role
 from conversations.core.stored_counts import StoredFacts
 from conversations.record.models import Block, Conversation, Message
 from conversations.record.rows import block_value
-from conversations.record.services.inserts import _column, _stored
+from conversations.record.services.inserts import _column, _db, _stored
 
 VISION, SHAPE = stored_counts.DEFAULT
 LATER_BATCH = 1000  # later messages' running totals moved per statement batch
@@ -127,20 +126,28 @@ def _running(conversation: Conversation, seq: int) -> tuple[int, dict[str, int]]
     ORM's query building cost more than the database's answer, on every append."""
     if seq == 0:
         return 0, {}
-    with connection.cursor() as cursor:
+    db = _db()
+    with db.cursor() as cursor:
         cursor.execute(
-            f"SELECT {_column(Message, 'cumulative')}, {_column(Message, 'counts')} "
-            f"FROM {connection.ops.quote_name(Message._meta.db_table)} "
-            f"WHERE {_column(Message, 'conversation')} = %s AND {_column(Message, 'seq')} = %s",
-            [_stored(Message, "conversation", conversation.pk), seq - 1],
+            _running_sql(db.vendor), [_stored(Message, "conversation", conversation.pk), seq - 1]
         )
         previous = cursor.fetchone()
     if previous is None:
         return 0, {}
     counts = Message._meta.get_field("counts")
     assert isinstance(counts, JSONField)
-    data = counts.from_db_value(previous[1], cast(Any, None), connection)
+    data = counts.from_db_value(previous[1], cast(Any, None), db)
     return previous[0] or 0, dict((data or {}).get("run", {}))
+
+
+@cache
+def _running_sql(vendor: str) -> str:
+    """`_running`'s statement, built once per database vendor."""
+    return (
+        f"SELECT {_column(Message, 'cumulative')}, {_column(Message, 'counts')} "
+        f"FROM {_db().ops.quote_name(Message._meta.db_table)} "
+        f"WHERE {_column(Message, 'conversation')} = %s AND {_column(Message, 'seq')} = %s"
+    )
 
 
 def _measure(
