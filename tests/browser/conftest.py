@@ -18,6 +18,7 @@ import os
 import secrets
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -154,9 +155,17 @@ def context(transactional_db: None, browser: Any, daphne: Any, console: Console)
     It needs the database first so that it closes first: a page still open while the
     test database is flushed would see its live socket refused (the user is gone).
     """
-    ctx = browser.new_context(
-        base_url=daphne.url, viewport=VIEWPORT, color_scheme="light", accept_downloads=True
-    )
+    with watched_context(
+        browser, daphne, console, viewport=VIEWPORT, color_scheme="light", accept_downloads=True
+    ) as ctx:
+        yield ctx
+
+
+@contextmanager
+def watched_context(browser: Any, daphne: Any, console: Console, **options: Any) -> Iterator[Any]:
+    """A browser context on the daphne server (`options`: Playwright's), clipboard allowed,
+    10 s timeouts; once closed, any console error of its pages fails the test."""
+    ctx = browser.new_context(base_url=daphne.url, **options)
     ctx.grant_permissions(["clipboard-read", "clipboard-write"], origin=daphne.url)
     ctx.set_default_timeout(10_000)
     ctx.on("page", console.watch)

@@ -23,7 +23,15 @@ from playwright.sync_api import expect
 
 from conversations.record import services
 from conversations.record.models import Conversation, ShareLink
-from tests.browser.conftest import Account, Console, conversation, make_user, off_loop, sign_in
+from tests.browser.conftest import (
+    Account,
+    Console,
+    conversation,
+    make_user,
+    off_loop,
+    sign_in,
+    watched_context,
+)
 from tests.browser.test_compare import questions
 from tests.browser.test_layout import every_kind
 
@@ -113,19 +121,15 @@ def auditor() -> Account:
 def audit_context(
     transactional_db: None, browser: Any, daphne: Any, console: Console, theme: str, width: int
 ) -> Iterator[Any]:
-    ctx = browser.new_context(
-        base_url=daphne.url,
+    with watched_context(
+        browser,
+        daphne,
+        console,
         viewport={"width": width, "height": 900},
         color_scheme=theme,  # the theme switch left on System: the system's scheme decides
         bypass_csp=True,  # for axe's injected script only
-    )
-    ctx.grant_permissions(["clipboard-read", "clipboard-write"], origin=daphne.url)
-    ctx.set_default_timeout(10_000)
-    ctx.on("page", console.watch)
-    yield ctx
-    ctx.close()
-    unexpected = console.unexpected()
-    assert not unexpected, "\n".join(["console errors:", *unexpected])
+    ) as ctx:
+        yield ctx
 
 
 class Audit:

@@ -16,7 +16,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, ForeignKey, Model
 
@@ -173,9 +173,10 @@ def _copy_rows(
     """`_insert_rows` on PostgreSQL: one COPY of every row (streamed, no statement text to
     build or parse). With `returning`, that column's new values are taken from its
     sequence first, one per row in the rows' order, and copied with them."""
-    quote = connection.ops.quote_name
+    db = _db()
+    quote = db.ops.quote_name
     answered: list[Any] = []
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         if returning:
             cursor.execute(
                 "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
@@ -186,7 +187,7 @@ def _copy_rows(
         names = ", ".join(quote(c) for c in columns)
         # The driver's errors as Django's (an IntegrityError is one), as a query's are.
         copying = cursor.cursor.copy(f"COPY {quote(table)} ({names}) FROM STDIN")
-        with connection.wrap_database_errors, copying as copy:
+        with db.wrap_database_errors, copying as copy:
             if returning:
                 for key, row in zip(answered, rows, strict=True):
                     copy.write_row((key, *row))
