@@ -10,7 +10,12 @@ or Django that changes one fails here, by name, rather than quietly in productio
 - daphne's ASGI `send`, `partial(server.handle_reply, protocol)`, and autobahn's
   `PreparedMessage` and `sendData` (conversations/live/internals.py): a frame many sockets
   share is framed once and written to each socket's transport.
+- Twisted's TCP `Connection` buffers (`dataBuffer`, `offset`, `_tempDataLen`) and its
+  `writeSomeData` (conversations/live/internals.py `write_now`): such a frame goes to the
+  socket at once when nothing waits before it.
 - Django's `ASGIHandler.read_body` (replaysite/asgi.py): the bounded request body.
+- Django's `SQLCompiler.as_sql` and `results_iter(results=…)` (conversations/record/compiled.py):
+  a read's SQL built once, its rows converted by the compiler that built it.
 """
 
 from __future__ import annotations
@@ -133,7 +138,80 @@ def test_a_prepared_frame_is_the_websocket_frame_autobahn_would_send() -> None:
     assert frame == bytes([0x81, 126]) + len(payload).to_bytes(2, "big") + payload
 
 
+# -- Twisted ------------------------------------------------------------------------------------
+
+
+def connection_pair() -> tuple[Any, Any, Any]:
+    """A real Twisted TCP connection over a real socket pair, on a reactor that is not
+    running (its writers are the connections waiting to write): (connection, peer,
+    reactor)."""
+    import socket
+
+    from twisted.internet import protocol, selectreactor, tcp
+
+    ours, peer = socket.socketpair()
+    reactor = selectreactor.SelectReactor()
+    connection = tcp.Connection(ours, protocol.Protocol(), reactor=reactor)
+    connection.connected = True
+    return connection, peer, reactor
+
+
+def received(peer: Any) -> bytes:
+    peer.setblocking(False)
+    chunks = []
+    while True:
+        try:
+            chunk = peer.recv(1 << 20)
+        except BlockingIOError:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def test_a_frame_goes_to_an_idle_socket_at_once_without_waiting_for_the_loop() -> None:
+    from conversations.live.internals import write_now
+
+    connection, peer, reactor = connection_pair()
+    write_now(connection, b"frame one")
+    assert received(peer) == b"frame one"
+    assert connection not in reactor.getWriters()  # nothing left for the loop to write
+
+
+def test_what_the_socket_does_not_take_is_buffered_and_every_byte_arrives_in_order() -> None:
+    from conversations.live.internals import write_now
+
+    connection, peer, reactor = connection_pair()
+    big = bytes(range(256)) * 40_000  # 10 MB: more than the socket's buffers hold
+    write_now(connection, big)
+    assert connection in reactor.getWriters()  # the rest waits for the loop
+    write_now(connection, b"after")  # behind what waits: buffered, not sent before it
+    got = received(peer)
+    while connection in reactor.getWriters():  # the loop's turns, by hand
+        connection.doWrite()
+        got += received(peer)
+    assert got == big + b"after"
+
+
+def test_a_lost_connection_is_left_to_the_loop_to_find() -> None:
+    from conversations.live.internals import write_now
+
+    connection, peer, reactor = connection_pair()
+    peer.close()
+    write_now(connection, b"x" * 1000)
+    write_now(connection, b"x" * 1000)  # the first may have reached the kernel; not this
+    assert connection in reactor.getWriters()  # doWrite will report the loss
+    assert connection.doWrite() is not None
+
+
 # -- Django -------------------------------------------------------------------------------------
+
+
+def test_djangos_compiler_still_converts_rows_it_is_handed() -> None:
+    from django.db.models.sql.compiler import SQLCompiler
+
+    assert parameters(SQLCompiler.as_sql)[:1] == ["self"]
+    assert parameters(SQLCompiler.results_iter)[:2] == ["self", "results"]
+    source = inspect.getsource(SQLCompiler.results_iter)
+    assert "if results is None:" in source and "self.apply_converters(" in source
 
 
 def test_djangos_asgi_handler_still_reads_the_body_through_read_body() -> None:

@@ -126,10 +126,61 @@ def test_an_agent_waiting_for_its_frames_is_not_saturating_however_slow_its_requ
     for _ in range(40):  # on a loaded machine: 40 ms a request, its frame 10 ms after
         serving.started()  # once the fan-out is done with its previous change
         clock.advance(0.04)
-        serving.working += 1  # its change
+        serving.work_started()  # its change
         serving.finished()
         clock.advance(0.01)
-        serving.working -= 1
+        serving.work_finished()
+    assert not serving.saturated()
+
+
+def test_a_client_crowds_the_fan_out_from_its_first_posts_where_watchers_wait() -> None:
+    """Back to back into a watched conversation, then into one nobody watches, then into
+    the watched one again: the posts nobody watched say nothing about crowding, so the
+    fan-out knows within three posts that this client crowds it (not after its share of
+    crowded requests has climbed back from nothing, each change delivered on its own
+    meanwhile)."""
+    clock = Clock()
+    serving = Serving(clock)
+
+    def post(in_flight: float = 0.011, between: float = 0.009) -> None:
+        serving.started()
+        clock.advance(in_flight)
+        serving.finished()
+        clock.advance(between)
+
+    for _ in range(80):  # watched: every post's change is being delivered as the next comes
+        serving.work_started()
+        post()
+        serving.work_finished()
+    assert serving.saturated()
+    clock.advance(0.1)  # every watcher holds the last message
+    for _ in range(80):  # into a conversation nobody watches: the fan-out has nothing to do
+        post()
+    clock.advance(0.1)
+    serving.work_started()  # watched again: the first posts' changes are being delivered
+    for _ in range(3):
+        post(in_flight=0.018, between=0.002)  # the requests slowed by the deliveries
+    assert serving.saturated()  # the next change waits for the requests
+
+
+def test_an_agent_whose_posts_follow_its_frames_never_crowds_however_it_posted_before() -> None:
+    clock = Clock()
+    serving = Serving(clock)
+    for _ in range(80):  # back to back while watched: saturated
+        serving.work_started()
+        serving.started()
+        clock.advance(0.011)
+        serving.finished()
+        clock.advance(0.009)
+        serving.work_finished()
+    for _ in range(10):  # then an agent: each post 20 ms after its frame went out
+        serving.work_started()
+        clock.advance(0.02)
+        serving.work_finished()
+        clock.advance(0.02)
+        serving.started()
+        clock.advance(0.011)
+        serving.finished()
     assert not serving.saturated()
 
 

@@ -49,15 +49,20 @@ Clock = Callable[[], float]
 # fan-out is still at work (more than half of the recent ones, each weighing WEIGHT): a
 # client posting back to back, however slowly it turns around, or several clients at once.
 # An agent that waits for its frames before it posts again is not (its requests come once
-# the fan-out is done), however slow its requests. While a process is saturated, its
-# fan-out takes at most SHARE of the time (ingest first), with BURST seconds of delivering
-# in hand after a quiet moment, and never waits longer than BURST / SHARE seconds;
-# otherwise every change is delivered at once.
+# the fan-out is done), however slow its requests. Only a request that comes while the
+# fan-out is at work, or was within RECENT seconds, says either: one that comes while
+# nothing is watched (a client posting into an unwatched conversation) says nothing about
+# crowding, so such a client crowds the fan-out from its first posts where watchers wait,
+# not four posts later (each of those delivered on its own). While a process is
+# saturated, its fan-out takes at most SHARE of the time (ingest first), with BURST
+# seconds of delivering in hand after a quiet moment, and never waits longer than
+# BURST / SHARE seconds; otherwise every change is delivered at once.
 SHARE = 0.05
 BURST = 0.1
 BUSY = 0.5
 TAU = 0.1
 WEIGHT = 0.2
+RECENT = 0.1
 
 
 class Budget:
@@ -95,7 +100,8 @@ class Serving:
     """This process's requests: how many are in flight, for what share of the recent time
     one was (an exponential moving average, over about `tau` seconds), and how many of the
     recent ones came while the fan-out was at work (`working`: the fan-out's count of
-    conversations with changes waiting or being delivered)."""
+    conversations with changes waiting or being delivered, kept by `work_started` and
+    `work_finished`)."""
 
     def __init__(self, clock: Clock, tau: float = TAU, busy: float = BUSY) -> None:
         self.clock = clock
@@ -106,6 +112,7 @@ class Serving:
         self.share = 0.0
         self.crowded = 0.0
         self.at = clock()
+        self.worked_at = -math.inf  # when the fan-out was last at work
 
     def _advance(self) -> None:
         now = self.clock()
@@ -116,7 +123,15 @@ class Serving:
     def started(self) -> None:
         self._advance()
         self.in_flight += 1
-        self.crowded += ((1.0 if self.working else 0.0) - self.crowded) * WEIGHT
+        if self.working or self.at - self.worked_at < RECENT:
+            self.crowded += ((1.0 if self.working else 0.0) - self.crowded) * WEIGHT
+
+    def work_started(self) -> None:
+        self.working += 1
+
+    def work_finished(self) -> None:
+        self.working -= 1
+        self.worked_at = self.clock()
 
     def finished(self) -> None:
         self._advance()

@@ -130,7 +130,7 @@ class Fanout:
         if message["type"] in ADDS:
             audience.waiting.add(positions_of(message))
             if audience.worker is None:
-                serving.working += 1  # until deliver_all is done: requests now crowd it
+                serving.work_started()  # until deliver_all is done: requests now crowd it
                 audience.worker = asyncio.ensure_future(self.deliver_all(audience))
         else:  # deleted, notes, alerts: each socket's own handler, as Channels names it
             self.spawn(tell_each(audience.sockets(), message))
@@ -169,7 +169,7 @@ class Fanout:
                 self.budget.spent(time.monotonic() - started)
         finally:
             audience.worker = None
-            serving.working -= 1
+            serving.work_finished()
 
 
 async def deliver(sockets: list[ConversationConsumer], positions: list[tuple[int, int]]) -> None:

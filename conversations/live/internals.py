@@ -28,6 +28,7 @@ from typing import Any
 from autobahn.websocket.protocol import PreparedMessage, WebSocketProtocol
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
+from twisted.internet import tcp
 
 from conversations.record import metrics
 
@@ -52,6 +53,25 @@ class Wire:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> Any:
         return await self.inner(dict(scope, **{WIRE: wire_of(send)}), receive, send)
+
+
+def write_now(transport: Any, data: bytes) -> None:
+    """`transport.write(data)`, sent to the socket at once when the transport is an open TCP
+    connection with nothing buffered; whatever the socket does not take (or everything, on an
+    error: the loop then finds the connection lost) is buffered as `write` buffers it."""
+    if (
+        isinstance(transport, tcp.Connection)
+        and transport.connected
+        and not transport.disconnecting
+        and not transport._writeDisconnected
+        and not transport._tempDataLen
+        and transport.offset == len(transport.dataBuffer)
+    ):
+        written = transport.writeSomeData(data)
+        if isinstance(written, int):  # else the connection is lost: the loop will say so
+            data = data[written:]
+    if data:
+        transport.write(data)
 
 
 class Shared:
@@ -86,7 +106,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if wire.send_queue:  # autobahn is pacing this connection's writes: keep their order
             wire.sendPreparedMessage(frame.prepared)
         else:  # what sendPreparedMessage does, without formatting a debug line per socket
-            wire.transport.write(frame.prepared.payloadHybi)  # type: ignore[attr-defined]
+            write_now(wire.transport, frame.prepared.payloadHybi)  # type: ignore[attr-defined]
         metrics.FRAMES.inc()
         return True
 

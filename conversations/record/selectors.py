@@ -12,7 +12,7 @@ import uuid
 from collections import deque
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from django.db.models import (
@@ -29,7 +29,7 @@ from django.db.models import (
 from django.db.models.functions import Substr
 
 from conversations.core import live_sources, markdown, replay
-from conversations.record import note_reads
+from conversations.record import compiled, note_reads
 from conversations.record.models import (
     Block,
     Conversation,
@@ -72,9 +72,14 @@ def conversation_noted(conversation_id: str | uuid.UUID) -> tuple[Conversation, 
         pk = uuid.UUID(str(conversation_id))
     except ValueError:
         return None
+    found = _conversation_noted.models(pk)
+    return (found[0], bool(cast(Any, found[0]).noted)) if found else None
+
+
+@compiled.read(Conversation, uuid.UUID)
+def _conversation_noted(pk: uuid.UUID) -> QuerySet[Conversation, Any]:
     noted = Exists(Note.objects.filter(conversation_id=OuterRef("pk")))
-    found = Conversation.objects.filter(pk=pk).annotate(noted=noted).first()
-    return None if found is None else (found, bool(found.noted))
+    return Conversation.objects.filter(pk=pk).annotate(noted=noted)
 
 
 def conversation_ref(conversation_id: str | uuid.UUID) -> Conversation | None:
@@ -234,21 +239,42 @@ def preview_rows(
     exactly those message ids, so a message appended meanwhile never shows up half. Block
     cost is bounded by `MESSAGE_BLOCKS` × `PREVIEW_CHARS` per message, whatever is stored.
     """
-    messages = Message.objects.filter(conversation=conversation)
+    key = conversation.pk if isinstance(conversation, Conversation) else conversation
     if isinstance(seqs, range):
-        messages = messages.filter(seq__gte=seqs.start, seq__lt=seqs.stop)
+        found = _messages_between.values(key, seqs.start, seqs.stop)
     else:
-        messages = messages.filter(seq__in=list(seqs))
+        found = _messages_at.values(key, list(seqs))
     rows: dict[int, PreviewRow] = {
         pk: PreviewRow(pk, seq, role, created_at, metadata, block_count, [], counts)
-        for pk, seq, role, created_at, metadata, block_count, counts in messages.order_by(
-            "seq"
-        ).values_list("id", "seq", "role", "created_at", "metadata", "block_count", "counts")
+        for pk, seq, role, created_at, metadata, block_count, counts in found
     }
-    blocks = (
-        Block.objects.filter(
-            message_id__in=list(rows), seq__gte=blocks_from, seq__lt=blocks_from + MESSAGE_BLOCKS
-        )
+    blocks = _block_previews.values(list(rows), blocks_from, blocks_from + MESSAGE_BLOCKS)
+    for values in blocks:
+        block = PreviewBlock._make(values)
+        rows[block.message_id].blocks.append(block)
+    return list(rows.values())
+
+
+MESSAGE_PREVIEW = ("id", "seq", "role", "created_at", "metadata", "block_count", "counts")
+
+
+@compiled.read(Message, uuid.UUID, int, int)
+def _messages_between(conversation: uuid.UUID, start: int, stop: int) -> QuerySet[Message, Any]:
+    rows = Message.objects.filter(conversation_id=conversation, seq__gte=start, seq__lt=stop)
+    return rows.order_by("seq").values_list(*MESSAGE_PREVIEW)
+
+
+@compiled.read(Message, uuid.UUID, list)
+def _messages_at(conversation: uuid.UUID, seqs: list[int]) -> QuerySet[Message, Any]:
+    rows = Message.objects.filter(conversation_id=conversation, seq__in=seqs)
+    return rows.order_by("seq").values_list(*MESSAGE_PREVIEW)
+
+
+@compiled.read(Block, list, int, int)
+def _block_previews(message_ids: list[int], start: int, stop: int) -> QuerySet[Any, Any]:
+    """The previews of these messages' blocks start..stop-1, in (message id, seq) order."""
+    return (
+        Block.objects.filter(message_id__in=message_ids, seq__gte=start, seq__lt=stop)
         .annotate(
             text_start=Substr("text", 1, PREVIEW_CHARS),
             text_size=OctetLength("text"),
@@ -270,10 +296,6 @@ def preview_rows(
             "media_type",
         )  # fmt: skip
     )
-    for values in blocks:
-        block = PreviewBlock._make(values)
-        rows[block.message_id].blocks.append(block)
-    return list(rows.values())
 
 
 def block_row(conversation: Conversation, seq: int, block: int) -> BlockRow | None:
