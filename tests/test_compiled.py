@@ -106,3 +106,44 @@ def test_a_value_computed_from_an_argument_is_never_frozen_into_the_sql(
     assert sorted(from_.values(0)) == [(0,)] * 4
     assert sorted(from_.values(1)) == [(1,)] * 3  # not the first call's bound
     assert builds == 4  # refused, so built (and compiled) on every call
+
+
+@pytest.mark.django_db(transaction=True)
+def test_threads_share_one_statement_and_none_of_their_connections_is_kept() -> None:
+    """Under ASGI every request thread has a connection of its own: a read compiled in one
+    runs in the others (their rows converted for their own connection), and the read keeps
+    no connection of theirs alive."""
+    import gc
+    import threading
+    import weakref
+
+    from django.db import connection as main_connection
+    from django.db import connections
+
+    conversation = stored("threads", ("user", [text("hello")], {"k": "v"}))
+    builds = 0
+
+    @compiled.read(Message, uuid.UUID)
+    def first(pk: uuid.UUID) -> QuerySet[Message, Any]:
+        nonlocal builds
+        builds += 1
+        return Message.objects.filter(conversation_id=pk).values_list("seq", "metadata")
+
+    assert first.values(conversation.pk) == [(0, {"k": "v"})]
+    seen: list[Any] = []
+    theirs: list[weakref.ref[Any]] = []
+
+    def in_thread() -> None:
+        seen.append(first.values(conversation.pk))
+        theirs.append(weakref.ref(connections["default"]))
+        assert connections["default"] is not main_connection
+        connections.close_all()
+
+    for _ in range(4):
+        worker = threading.Thread(target=in_thread)
+        worker.start()
+        worker.join()
+    assert seen == [[(0, {"k": "v"})]] * 4
+    assert builds == 1 and len(first.statements) == 1
+    gc.collect()
+    assert all(ref() is None for ref in theirs)  # no thread's connection is kept

@@ -3,10 +3,13 @@ the pages' hottest reads, where building the query (the ORM's clone, resolve and
 cost ten times what running it did.
 
 A read is an ordinary queryset, built by a function of its variable values. The first call
-for a shape (how many values each list holds) builds it with marker values, compiles it
-on the current connection, and notes where each marker's value lands in the statement's
-parameters; later calls put their own values there and run the same SQL, and the rows go
-through the compiler's own converters (dates, JSON, booleans), as the ORM hands them out.
+for a shape (how many values each list holds) on a database builds it with marker values,
+compiles it, and notes where each marker's value lands in the statement's parameters;
+later calls, in any thread, put their own values there and run the same SQL on their own
+connection, and the rows go through the compiler's converters (dates, JSON, booleans) for
+that connection, as the ORM hands them out. Statements are kept per database alias and
+shape, never per connection: a thread's connection (one per request thread under ASGI)
+is neither kept alive nor compiled for again.
 A shape whose markers do not each land exactly once (a Django that changes how it binds
 values) is never cached: the queryset runs as built, every time.
 
@@ -18,10 +21,10 @@ compiler's internals used here are guarded by tests/test_internals.py.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import threading
 import uuid
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -34,7 +37,7 @@ Value = int | uuid.UUID
 Args = tuple[Value | Sequence[Value], ...]
 M = TypeVar("M", bound=Model)
 
-SHAPES = 64  # statements kept per read and connection (the rest are built each time)
+SHAPES = 64  # statements kept per read (the rest are built each time)
 # Markers: values no real argument takes, within every integer column's range (Django
 # leaves a lookup with an out-of-range value out of the SQL).
 _MARKER_INT = 1_900_000_000
@@ -62,7 +65,7 @@ class _Statement(Generic[M]):
 
 class Read(Generic[M]):
     """`build(*args)` → a queryset of `values_list` rows (or model rows with `models`),
-    compiled once per connection and shape."""
+    compiled once per database and shape."""
 
     def __init__(
         self, model: type[M], build: Callable[..., QuerySet[M, Any]], kinds: Sequence[type]
@@ -71,9 +74,7 @@ class Read(Generic[M]):
         self.build = build
         self.kinds = tuple(kinds)  # per argument: int, uuid.UUID or list (of ints)
         self.lock = threading.Lock()
-        self.statements: weakref.WeakKeyDictionary[Any, dict[tuple[int, ...], _Statement[M]]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self.statements: dict[tuple[str, tuple[int, ...]], _Statement[M]] = {}
 
     def values(self, *args: Value | Sequence[Value]) -> list[tuple[Any, ...]]:
         """The rows of `build(*args)`'s values_list, as tuples."""
@@ -84,7 +85,11 @@ class Read(Generic[M]):
         with connection.cursor() as cursor:
             cursor.execute(statement.sql, statement.params(_flat(connection, args)))
             rows = cursor.fetchall()
-        return [tuple(row) for row in statement.compiler.results_iter(results=[rows])]
+        compiler = statement.compiler
+        if compiler.connection is not connection:  # converters for this thread's connection
+            compiler = copy.copy(compiler)
+            compiler.connection = connection
+        return [tuple(row) for row in compiler.results_iter(results=[rows])]
 
     def models(self, *args: Value | Sequence[Value]) -> list[M]:
         """The model rows of `build(*args)` (with its annotations), read as `raw` reads them."""
@@ -98,16 +103,16 @@ class Read(Generic[M]):
 
     def _statement(self, connection: Any, args: Args) -> _Statement[M] | None:
         shape = tuple(len(a) if isinstance(a, Sequence) else -1 for a in args)
+        key = (connection.alias, shape)
         with self.lock:
-            found = self.statements.get(connection, {}).get(shape)
+            found = self.statements.get(key)
         if found is not None:
             return found
         statement = self._compile(connection, shape)
         if statement is not None:
             with self.lock:
-                kept = self.statements.setdefault(connection, {})
-                if len(kept) < SHAPES:
-                    kept[shape] = statement
+                if len(self.statements) < SHAPES:
+                    self.statements[key] = statement
         return statement
 
     def _compile(self, connection: Any, shape: tuple[int, ...]) -> _Statement[M] | None:
