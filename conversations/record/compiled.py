@@ -30,7 +30,7 @@ from typing import Any, Generic, TypeVar
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connections, router
-from django.db.models import Model, QuerySet
+from django.db.models import Model, QuerySet, UUIDField
 from django.db.models.sql.compiler import SQLCompiler
 
 Value = int | uuid.UUID
@@ -47,19 +47,25 @@ _MARKER_UUID = 0xF00D_0000_0000_4000_8000_0000_0000_0000
 
 class _Statement(Generic[M]):
     def __init__(
-        self, sql: str, compiler: SQLCompiler, slots: list[int | None], fixed: list[Any]
+        self,
+        sql: str,
+        compiler: SQLCompiler,
+        slots: list[int | None],
+        fixed: list[Any],
+        casts: list[type | None],
     ) -> None:
         self.sql = sql
         self.compiler = compiler
         self.slots = slots  # per parameter: the index of the value it takes, or None (fixed)
-        # Per parameter: its value when fixed, else the type the driver was handed it as
+        self.fixed = fixed  # per parameter: its value, where it is fixed
+        # Per parameter that takes a value: the type the driver was handed the marker as
         # (psycopg's Int4 where Django wraps an int), to hand it new values as the same.
-        self.fixed = fixed
+        self.casts = casts
 
     def params(self, values: list[Any]) -> list[Any]:
         return [
-            fixed if slot is None else values[slot] if fixed is None else fixed(values[slot])
-            for slot, fixed in zip(self.slots, self.fixed, strict=True)
+            fixed if slot is None else values[slot] if cast is None else cast(values[slot])
+            for slot, fixed, cast in zip(self.slots, self.fixed, self.casts, strict=True)
         ]
 
 
@@ -78,8 +84,7 @@ class Read(Generic[M]):
 
     def values(self, *args: Value | Sequence[Value]) -> list[tuple[Any, ...]]:
         """The rows of `build(*args)`'s values_list, as tuples."""
-        connection = connections[router.db_for_read(self.model)]
-        statement = self._statement(connection, args)
+        connection, statement = self._prepared(args)
         if statement is None:
             return [tuple(row) for row in self.build(*args)]
         with connection.cursor() as cursor:
@@ -93,13 +98,18 @@ class Read(Generic[M]):
 
     def models(self, *args: Value | Sequence[Value]) -> list[M]:
         """The model rows of `build(*args)` (with its annotations), read as `raw` reads them."""
-        connection = connections[router.db_for_read(self.model)]
-        statement = self._statement(connection, args)
+        connection, statement = self._prepared(args)
         if statement is None:
             return list(self.build(*args))
         params = statement.params(_flat(connection, args))
         rows = self.model._default_manager.db_manager(connection.alias).raw(statement.sql, params)
         return list(rows)
+
+    def _prepared(self, args: Args) -> tuple[Any, _Statement[M] | None]:
+        """The connection the read runs on, and its statement for these arguments' shape
+        (None: run the queryset as built)."""
+        connection = connections[router.db_for_read(self.model)]
+        return connection, self._statement(connection, args)
 
     def _statement(self, connection: Any, args: Args) -> _Statement[M] | None:
         shape = tuple(len(a) if isinstance(a, Sequence) else -1 for a in args)
@@ -136,21 +146,19 @@ class Read(Generic[M]):
             return None
         prepared = [_prep(connection, m) for m in markers]
         slots: list[int | None] = []
-        fixed: list[Any] = []
         for param in params:
             hits = [i for i, m in enumerate(prepared) if isinstance(param, type(m)) and m == param]
             slots.append(hits[0] if hits else None)
-            if not hits:
-                fixed.append(param)
-            elif isinstance(param, int) and type(param) is not int:
-                fixed.append(type(param))
-            else:
-                fixed.append(None)
         if sorted(s for s in slots if s is not None) != list(range(len(markers))):
             return None  # a marker bound twice or not at all: not this read's shape
-        if any(_derived(v) for v, slot in zip(fixed, slots, strict=True) if slot is None):
+        fixed = [None if slot is not None else p for slot, p in zip(slots, params, strict=True)]
+        if any(_derived(value) for value in fixed):
             return None  # a value computed from an argument: it would be frozen
-        return _Statement(sql, compiler, slots, fixed)
+        casts: list[type | None] = [
+            type(p) if slot is not None and isinstance(p, int) and type(p) is not int else None
+            for slot, p in zip(slots, params, strict=True)
+        ]
+        return _Statement(sql, compiler, slots, fixed, casts)
 
 
 def read(model: type[M], *kinds: type) -> Callable[[Callable[..., QuerySet[M, Any]]], Read[M]]:
@@ -173,11 +181,14 @@ def _derived(value: Any) -> bool:
     return False
 
 
+_UUID_FIELD = UUIDField()
+
+
 def _prep(connection: Any, value: Value) -> Any:
-    """A value as the database driver is handed it (a UUID as hex where there is no UUID
-    type, as Django's UUIDField does)."""
+    """A value as the database driver is handed it (a UUID as Django's UUIDField hands it:
+    hex where the database has no UUID type)."""
     if isinstance(value, uuid.UUID):
-        return value if connection.features.has_native_uuid_field else value.hex
+        return _UUID_FIELD.get_db_prep_value(value, connection)
     return value
 
 
