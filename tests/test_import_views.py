@@ -112,3 +112,23 @@ def test_a_gap_marker_links_to_its_message_and_hostile_text_stays_text(
     page = operator_client.get(f"/c/{outcome.conversation.id}/").content.decode()
     assert "<img src=x" not in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
+
+
+@pytest.mark.django_db
+def test_a_multipart_file_field_is_imported_as_curl_sends_it() -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    # CSRF enforced, as a browser's or curl's request meets it: the middleware reads the
+    # form before the view does.
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(importer())
+    client.get("/")
+    csrf = {"csrfmiddlewaretoken": client.cookies["csrftoken"].value}
+    response = client.post(DROP, {"file": SimpleUploadedFile("run.jsonl", COMPACT)} | csrf)
+    assert response.status_code == 201, response.content
+    conversation = Conversation.objects.get(pk=response.json()["id"])
+    assert conversation.metadata["import"]["file_name"] == "run.jsonl"
+    missing = client.post(DROP, {"other": SimpleUploadedFile("run.jsonl", COMPACT)} | csrf)
+    assert missing.status_code == 400
+    assert "file" in missing.json()["error"]
+    assert Conversation.objects.count() == 1

@@ -14,7 +14,7 @@ from django.core.management.base import CommandError
 
 from conversations.record.models import Block, Conversation, Message
 from tests import importdata
-from tests.conftest import ApiClient
+from tests.conftest import ApiClient, Server
 from tests.realdata import REAL
 
 IMPORTS = "/api/imports"
@@ -340,3 +340,51 @@ def test_an_import_announces_its_conversation_once_after_commit(transactional_db
         async_to_sync(body)()
     finally:
         channel_layers.backends = {}
+
+
+# A multipart form (`curl -F file=@session.jsonl`) carries the file in its `file` field
+# (docs/contract.md §6), on the API as on the dashboard's drop.
+
+
+@pytest.mark.django_db
+def test_a_multipart_file_field_is_imported_with_its_file_name(api: ApiClient) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    upload = SimpleUploadedFile("session.jsonl", COMPACT.read_bytes())
+    response = api.client.post(IMPORTS, {"file": upload}, headers=api._headers(None))
+    assert response.status_code == 201, response.content
+    conversation = Conversation.objects.get(pk=response.json()["id"])
+    assert conversation.metadata["import"]["file_name"] == "session.jsonl"
+    again = api.client.post(
+        IMPORTS, {"file": SimpleUploadedFile("x", COMPACT.read_bytes())}, headers=api._headers(None)
+    )
+    assert again.status_code == 200 and again.json()["id"] == str(conversation.id)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("form", [{}, {"file": "not a file"}, {"transcript": "x"}])
+def test_a_multipart_form_without_a_file_field_is_a_400_naming_it(
+    api: ApiClient, form: dict[str, Any]
+) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    if "transcript" in form:
+        form = {"transcript": SimpleUploadedFile("x.jsonl", COMPACT.read_bytes())}
+    response = api.client.post(IMPORTS, form, headers=api._headers(None))
+    assert response.status_code == 400, response.content
+    assert response.json()["field"] == "file"
+    assert "file" in response.json()["error"]
+    assert counts() == (0, 0, 0)
+
+
+def test_a_multipart_upload_to_a_real_server_is_imported(
+    transactional_db: None, daphne: Server, token: str
+) -> None:
+    with daphne.client(token) as client:
+        files = {"file": ("session.jsonl", COMPACT.read_bytes(), "application/octet-stream")}
+        response = client.post(IMPORTS, files=files)
+        assert response.status_code == 201, response.text
+        missing = client.post(IMPORTS, files={"upload": ("x.jsonl", b"{}")})
+    assert missing.status_code == 400 and missing.json()["field"] == "file"
+    conversation = Conversation.objects.get(pk=response.json()["id"])
+    assert conversation.metadata["import"]["file_name"] == "session.jsonl"

@@ -37,6 +37,7 @@ from conversations.record import (
     shapes,
     streams,
     token_counts,
+    uploads,
 )
 from conversations.record.models import Conversation
 from conversations.record.schemas import (
@@ -324,15 +325,20 @@ def markdown_export(request: HttpRequest, conversation_id: str) -> HttpResponseB
 
 @api("POST")
 def imports(request: HttpRequest) -> HttpResponse:
-    """A transcript file as the body (docs/contract.md §6): 201 with the new conversation, or
-    200 with the one these same bytes made before; a malformed file is a 400 naming line or
-    path."""
+    """A transcript file as the body, or as a multipart form's `file` (docs/contract.md §6):
+    201 with the new conversation, or 200 with the one these same bytes made before; a
+    malformed file is a 400 naming line or path."""
     try:
-        raw = request.body
+        upload = uploads.transcript_upload(request)
     except RequestDataTooBig:
         raise too_big() from None
+    except uploads.UploadError as exc:
+        raise ApiError(400, str(exc), field=exc.field) from None
     outcome = import_bytes(
-        raw, request.GET.get("format") or None, request.GET.get("title"), request.GET.get("name")
+        upload.raw,
+        request.GET.get("format") or None,
+        request.GET.get("title"),
+        request.GET.get("name") or upload.file_name,
     )
     return json_response(import_answer(request, outcome), status=201 if outcome.created else 200)
 

@@ -49,7 +49,7 @@ def _start(params: dict[str, str]) -> int | None:
     value = params.get("from")
     if value is None:
         return None
-    if not value.isdigit() or len(value) > 9:
+    if not value.isascii() or not value.isdigit() or len(value) > 9:
         raise OptionError("from", "from must be a message number.")
     return int(value)
 
@@ -147,7 +147,7 @@ def _more_blocks(
 
 def _number(params: dict[str, str], name: str) -> int:
     value = params.get(name, "")
-    if not value.isdigit() or len(value) > 9:
+    if not value.isascii() or not value.isdigit() or len(value) > 9:
         raise OptionError(name, f"{name} must be a whole number.")
     return int(value)
 

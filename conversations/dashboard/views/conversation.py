@@ -185,7 +185,7 @@ def _seq(request: HttpRequest, name: str) -> int | None:
     value = request.GET.get(name)
     if value is None:
         return None
-    if not value.isdigit() or len(value) > 9:
+    if not value.isascii() or not value.isdigit() or len(value) > 9:
         raise ValueError(name)
     return int(value)
 
@@ -290,6 +290,9 @@ def message_blocks_response(
         start = _seq(request, "from")
     except ValueError:
         return bad_request(request, "from must be a block number.")
+    # A path's number is unbounded: past the record it names no message (and no SQL integer).
+    if not 0 <= seq < conversation.message_count:
+        raise Http404("No such message or block.")
     rows = selectors.preview_rows(conversation, [seq], blocks_from=start or 0)
     if start is None or not rows or start >= rows[0].block_count:
         raise Http404("No such message or block.")

@@ -11,20 +11,24 @@ from django.views.decorators.http import require_POST
 
 from conversations.core import importers
 from conversations.dashboard.views.common import ADD_PERMISSION
-from conversations.record import services
+from conversations.record import services, uploads
 
 
 @require_POST
 @login_required
 @permission_required(ADD_PERMISSION, raise_exception=True)
 def import_file(request: HttpRequest) -> HttpResponse:
-    """The list page's file drop: the file is the body (CSRF-protected, session signed in,
-    add_conversation); answers JSON like POST /api/imports (no markup, nothing echoed)."""
+    """The list page's file drop: the file is the body, or a multipart form's `file`
+    (CSRF-protected, session signed in, add_conversation); answers JSON like POST
+    /api/imports (no markup, nothing echoed)."""
     try:
-        raw = request.body
+        upload = uploads.transcript_upload(request)
     except RequestDataTooBig:
         return JsonResponse({"error": "The file is over the upload limit."}, status=413)
-    name = unquote(request.headers.get("X-File-Name", ""))[:255] or None
+    except uploads.UploadError as exc:
+        return JsonResponse({"error": str(exc), "field": exc.field}, status=400)
+    raw = upload.raw
+    name = unquote(request.headers.get("X-File-Name", ""))[:255] or upload.file_name
     if not raw.strip():
         return JsonResponse({"error": "The file is empty."}, status=400)
     try:

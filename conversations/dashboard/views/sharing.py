@@ -35,7 +35,7 @@ FORM_MIN_EXPIRY = timedelta(hours=1)
 def _share_form(post: Any) -> dict[str, Any]:
     """The page's share form as `services.share_create` arguments; ValueError names the field."""
     up_to = post.get("up_to_seq", "").strip()
-    if up_to and not up_to.isdigit():
+    if up_to and not (up_to.isascii() and up_to.isdigit()):
         raise ValueError("Up to message # must be a message number, or empty for the whole.")
     at = post.get("expires_at", "").strip()
     chosen = post.get("expires_in", "").strip()
@@ -47,9 +47,11 @@ def _share_form(post: Any) -> dict[str, Any]:
             raise ValueError("Expires at must be a date and time.") from None
         expires_in = when - timezone.now()
     elif chosen:
-        if not chosen.isdigit():
+        if not (chosen.isascii() and chosen.isdigit()):
             raise ValueError("Expires must be one of the choices offered.")
-        expires_in = timedelta(seconds=int(chosen))
+        # Past the longest expiry it is refused below, without overflowing a timedelta.
+        longest = int(services.SHARE_MAX_EXPIRY.total_seconds())
+        expires_in = timedelta(seconds=min(int(chosen), longest + 1))
     else:
         expires_in = None
     if expires_in is not None and not FORM_MIN_EXPIRY <= expires_in <= services.SHARE_MAX_EXPIRY:
