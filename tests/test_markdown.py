@@ -98,3 +98,75 @@ def test_an_empty_conversation_says_so() -> None:
 
 def test_the_same_record_gives_the_same_bytes() -> None:
     assert export() == export()
+
+
+# What a CommonMark renderer makes of the export: recorded and written text stays text.
+# The line breaks Python's str.splitlines() knows, of which CommonMark's own are \n, \r\n
+# and \r (docs/contract.md §10).
+BREAKS = ("\n", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+IMG = "<img src=x onerror=alert(1)>"
+
+
+def hostile(sep: str) -> str:
+    return f"before{sep}```{sep}~~~{sep}{sep}{IMG}{sep}> {IMG}{sep}{sep}<div>{sep}after"
+
+
+def rendered_html_tokens(text: str) -> list[str]:
+    """Every raw-HTML token markdown-it-py's CommonMark parser finds in `text`."""
+    from markdown_it import MarkdownIt
+
+    found = []
+    for token in MarkdownIt("commonmark").parse(text):
+        found.extend(t.content for t in [token, *(token.children or [])] if "html" in t.type)
+    return found
+
+
+def test_no_raw_html_escapes_from_a_note_a_block_or_a_title() -> None:
+    from datetime import UTC, datetime
+
+    from conversations.core.notes import NoteValue
+
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    for sep in BREAKS:
+        evil = hostile(sep)
+        note = NoteValue(
+            id=1, seq=0, block=0, text=evil, labels=("a-b",), author=f"eve{sep}{IMG}",
+            user_id=None, token_label="", created_at=when, updated_at=when,
+        )  # fmt: skip
+        blocks = (
+            TextBlock(evil),
+            ReasoningBlock(evil),
+            ToolUseBlock.of("toolu_1", f"tool{sep}{IMG}", {"q": evil}),
+            ToolResultBlock("toolu_1", f"tool{sep}{IMG}", evil),
+        )
+        rows = [
+            markdown.RecordMessage(0, "2026-01-01T00:00:00+00:00", StoredMessage("user", blocks))
+        ]
+        rows = [markdown.RecordMessage(0, rows[0].created_at, rows[0].message, (note,))]
+        payload = replay.project([r.message for r in rows], vision=True, shape="anthropic")
+        text = markdown.conversation_markdown(
+            title=f"{IMG}{sep}# {IMG} [x](javascript:alert(1)) &lt;b&gt;",
+            record=rows, payload=payload, shape="anthropic", vision=True,
+        )  # fmt: skip
+        assert rendered_html_tokens(text) == [], repr(sep)
+        from markdown_it import MarkdownIt
+
+        html = MarkdownIt("commonmark").render(text)
+        assert "<img" not in html and "<div" not in html and "href=" not in html, repr(sep)
+
+
+def test_every_line_of_a_note_stays_in_its_quote_and_fence() -> None:
+    from datetime import UTC, datetime
+
+    from conversations.core.notes import NoteValue
+
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    for sep in BREAKS:
+        note = NoteValue(
+            id=1, seq=0, block=None, text=f"one{sep}two{sep}three", labels=(), author="eve",
+            user_id=None, token_label="", created_at=when, updated_at=when,
+        )  # fmt: skip
+        quoted = markdown.note_markdown(note)
+        lines = quoted.split("\n")
+        assert all(line.startswith(">") for line in lines), repr(sep)
+        assert lines[-4:] == ["> one", "> two", "> three", "> ```"], repr(sep)

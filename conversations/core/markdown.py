@@ -2,7 +2,9 @@
 
 Pure (no Django). The projection half prints the payload `replay.project` returned, never a
 re-derivation of it. Every stored or projected text goes in a code fence longer than any
-run of backticks inside it, so recorded content cannot close the fence or become markup.
+run of backticks inside it, so recorded content cannot close the fence or become markup;
+labels are inline code, titles escaped. Every line break is written as a line feed
+(`lines`), so a CR or a Unicode separator cannot end a quote or fence the export put it in.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ from conversations.core.replay import (
 )
 
 _BACKTICKS = re.compile(r"`+")
+# Every line break str.splitlines() knows: CommonMark's own (\r\n, \r; docs/contract.md
+# §10) and the ones other readers and editors break at, so all of them see the same lines.
+_LINE_BREAKS = re.compile("\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+# The separators json.dumps leaves unescaped (it escapes every control character below 0x20).
+_JSON_BREAKS = re.compile("[\x85\u2028\u2029]")
+_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +54,26 @@ class RecordMessage:
     notes: tuple[NoteValue, ...] = ()
 
 
+def lines(text: str) -> str:
+    """`text` with each of its line breaks written as a line feed."""
+    return _LINE_BREAKS.sub("\n", text)
+
+
+def escaped(text: str) -> str:
+    """`text` on one line with every ASCII punctuation character backslash-escaped: read as
+    CommonMark, it is the text itself, never a tag, link, entity or emphasis."""
+    return _PUNCTUATION.sub(r"\\\1", " ".join(text.split()))
+
+
+def json_text(value: object) -> str:
+    """`value` as indented JSON whose strings hold no line break (each escaped as \\uXXXX)."""
+    pretty = json.dumps(value, indent=2, ensure_ascii=False)
+    return _JSON_BREAKS.sub(lambda m: f"\\u{ord(m[0]):04x}", pretty)
+
+
 def fence(text: str, info: str = "") -> str:
     """`text` in a backtick fence longer than any backtick run in it (at least three)."""
+    text = lines(text)
     longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
     ticks = "`" * max(3, longest + 1)
     body = text if text.endswith("\n") else text + "\n"
@@ -72,7 +98,7 @@ def block_markdown(block: Block) -> str:
         case ReasoningBlock():
             return f"{head}\n\n{fence(block.text)}"
         case ToolUseBlock():
-            pretty = json.dumps(json.loads(block.input_json), indent=2, ensure_ascii=False)
+            pretty = json_text(json.loads(block.input_json))
             return f"{head} {inline(block.name)} id {inline(block.id)}\n\n{fence(pretty, 'json')}"
         case ToolResultBlock():
             return f"{head} {inline(block.name)} for {inline(block.tool_use_id)}\n\n" + fence(
@@ -94,8 +120,9 @@ def note_markdown(note: NoteValue) -> str:
     if note.labels:
         about.append("labels " + ", ".join(inline(label) for label in note.labels))
     about.append(note.created_at.isoformat(timespec="seconds"))
-    lines = [f"**Note** {' · '.join(about)}", "", *fence(note.text).split("\n")]
-    return "\n".join(f"> {line}" if line else ">" for line in lines)
+    # `fence` writes every break as a line feed: split there, no line is left unquoted.
+    quoted = [f"**Note** {' · '.join(about)}", "", *fence(note.text).split("\n")]
+    return "\n".join(f"> {line}" if line else ">" for line in quoted)
 
 
 def _part_markdown(part: TextPart | ImagePart) -> str:
@@ -155,7 +182,7 @@ def markdown_pieces(
     """`conversation_markdown` in pieces, each message's at a time: `record` and `wire` are
     consumed lazily, so a reader that streams them holds one message, not the record.
     `system` is the projection's `system` (anthropic shape), None when it has none."""
-    heading = " ".join(title.split()) or "Untitled conversation"
+    heading = escaped(title) or "Untitled conversation"
     yield f"# {heading}\n\n## Record"
     empty = True
     for m in record:
