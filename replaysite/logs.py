@@ -1,10 +1,13 @@
 """No log line the project writes carries a share token (docs/contract.md §8): every log
 record made in the process (by Django, Channels, daphne or the app) has `/s/TOKEN`
-redacted as it is created, before any handler or formatter sees it. `install` runs from
-the settings, so every process that loads them (daphne, manage.py, tests) has it."""
+redacted as it is created, before any handler or formatter sees it, however the path is
+spelt (percent-encoded as daphne's access line quotes it, or decoded as Django's lines do).
+`install` runs from the settings, so every process that loads them (daphne, manage.py,
+tests) has it."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import uuid
@@ -13,12 +16,65 @@ from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter as JsonFormatterBase
 
-SHARE_TOKEN = re.compile(r"(/s/)[A-Za-z0-9_-]{16,}")
-REDACTED = r"\1[redacted]"
+# The path segments whose next segment is a credential: a share link's `/s/TOKEN/…` (its
+# pages, and its socket's `/ws/s/TOKEN/`). A route that carries one in its path adds its
+# segment here; `redact` then covers every spelling of it in every line.
+SECRET_SEGMENTS = ("s",)
+SECRET = r"[A-Za-z0-9_-]{16,}"  # a token's alphabet (shorter runs are no token)
+REDACTED = "[redacted]"
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+# Decoding stops after this many rounds: a client that encodes a link once (or twice, by
+# mistake) is covered; a path encoded more often than that is not served as a link either.
+DECODE_ROUNDS = 8
 
 
-def redact(text: str) -> str:
-    return SHARE_TOKEN.sub(REDACTED, text)
+@functools.cache
+def _secret_paths(segments: tuple[str, ...]) -> re.Pattern[str]:
+    # Any run of slashes around the segment: `//s/` and `/s//` are the same path to a reader.
+    names = "|".join(re.escape(segment) for segment in segments)
+    return re.compile(rf"/+(?:{names})/+(?P<secret>{SECRET})")
+
+
+def _decoded(text: str) -> tuple[str, list[int], list[int]]:
+    """`text` percent-decoded (repeatedly, up to DECODE_ROUNDS), with where in `text` each
+    character of the result starts and ends."""
+    starts, ends = list(range(len(text))), list(range(1, len(text) + 1))
+    for _ in range(DECODE_ROUNDS):
+        if not _ESCAPE.search(text):
+            break
+        out: list[str] = []
+        new_starts: list[int] = []
+        new_ends: list[int] = []
+        at = 0
+        for escape in _ESCAPE.finditer(text):
+            out.append(text[at : escape.start()])
+            new_starts += starts[at : escape.start()]
+            new_ends += ends[at : escape.start()]
+            out.append(chr(int(escape[1], 16)))
+            new_starts.append(starts[escape.start()])
+            new_ends.append(ends[escape.end() - 1])
+            at = escape.end()
+        out.append(text[at:])
+        new_starts += starts[at:]
+        new_ends += ends[at:]
+        text, starts, ends = "".join(out), new_starts, new_ends
+    return text, starts, ends
+
+
+def redact(text: str, segments: tuple[str, ...] = SECRET_SEGMENTS) -> str:
+    """`text` with the credential after each of `segments` in a path replaced, matched on the
+    decoded path (`/%73/%33MKw…`, `/s%2F…` and `//s/…` are `/s/3MKw…`) and cut from `text`
+    as it is spelt, so the rest of the line stays as it was (no decoded line break in it)."""
+    pattern = _secret_paths(segments)
+    if "%" not in text:
+        return pattern.sub(lambda m: m[0][: m.start("secret") - m.start()] + REDACTED, text)
+    decoded, starts, ends = _decoded(text)
+    out, at = [], 0
+    for found in pattern.finditer(decoded):
+        start, end = starts[found.start("secret")], ends[found.end("secret") - 1]
+        out += [text[at:start], REDACTED]
+        at = end
+    return "".join([*out, text[at:]])
 
 
 def install() -> None:
@@ -33,8 +89,10 @@ def install() -> None:
             message = record.getMessage()  # a token may be split between format and args
         except Exception:  # a malformed call is the logging module's to report, later
             return record
-        if "/s/" in message:
-            record.msg, record.args = str(redact(message)), ()
+        if "/" in message:
+            clean = redact(message)
+            if clean != message:
+                record.msg, record.args = clean, ()
         return record
 
     factory.redacts_share_tokens = True  # type: ignore[attr-defined]
