@@ -713,3 +713,36 @@ def test_the_readme_runs_these_steps() -> None:
                  "deploy/replay.cron"):  # fmt: skip
         assert name in section, name
     assert "proxy_set_header Host $host;" not in readme
+
+
+def test_no_spelling_of_a_share_path_reaches_nginxs_access_log(site: Site) -> None:
+    """nginx logs the path as sent and passes it on as sent, which daphne decodes: every
+    spelling tests/test_logs.py sends to daphne, through nginx, is logged redacted."""
+    from tests.test_logs import spellings
+
+    with site.api() as api:
+        cid = api.post("/api/conversations", json={"title": "shared"}).json()["id"]
+        made = api.post(f"/api/conversations/{cid}/shares", json={})
+    token = made.json()["url"].rstrip("/").rsplit("/", 1)[1]
+    port = urlparse(site.url).port
+    sent = {**spellings(token, cid), "the socket's": (f"/w%73/s/{token}/?vision=1", {404})}
+    for name, (target, allowed) in sent.items():
+        request = f"GET {target} HTTP/1.1\r\nHost: {HOST}:{port}\r\nConnection: close\r\n\r\n"
+        answer = raw_https(site, request.encode())
+        status = int(answer.split(b" ", 2)[1])
+        assert status in allowed, (name, target, answer[:200])
+    marker = secrets.token_hex(8)
+    last = f"GET /healthz?m={marker} HTTP/1.1\r\nHost: {HOST}:{port}\r\nConnection: close\r\n"
+    raw_https(site, (last + "\r\n").encode())
+    deadline = time.monotonic() + 10
+    while marker not in site.access_log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    pieces = {token[i : i + 10] for i in range(len(token) - 9)}
+    logs = [site.access_log, *site.daphne_logs]
+    leaked = [
+        line
+        for log in logs
+        for line in log.read_text().splitlines()
+        if any(p in line for p in pieces)
+    ]
+    assert leaked == [], leaked
