@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DEV_ONLY = ("pytest", "mypy", "playwright", "hypothesis", "ruff", "anthropic", "openai")
+DEV_ONLY = ("pytest", "mypy", "playwright", "hypothesis", "ruff", "anthropic", "openai", "uv")
 
 
 def install_prod_command() -> list[str]:
