@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.test import Client
 from django.utils import timezone
 
@@ -353,3 +354,19 @@ def test_the_admin_acknowledges_alerts(admin_client: Client) -> None:
     assert answer.status_code == 302
     alert.refresh_from_db()
     assert alert.acknowledged_at is not None and alert.acknowledged_by == "admin"
+
+
+def test_the_admin_does_not_acknowledge_with_the_view_permission(operator: Any) -> None:
+    c, alert = fired()
+    operator.is_staff = True
+    operator.save()
+    operator.user_permissions.add(Permission.objects.get(codename="view_alert"))
+    client = Client()
+    client.force_login(operator)
+    answer = client.post(
+        "/admin/conversations/alert/",
+        {"action": "acknowledge", "_selected_action": [str(alert.pk)]},
+    )
+    assert answer.status_code == 403
+    alert.refresh_from_db()
+    assert alert.acknowledged_at is None

@@ -12,6 +12,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from conversations.record import services
+from conversations.record.admin import ReplayAdmin
 from conversations.record.models import Alert, AlertRule, Delivery, DeliveryAttempt
 
 
@@ -27,7 +28,7 @@ class AlertRuleForm(forms.ModelForm[AlertRule]):
 
 
 @admin.register(AlertRule)
-class AlertRuleAdmin(admin.ModelAdmin[AlertRule]):
+class AlertRuleAdmin(ReplayAdmin[AlertRule]):
     form = AlertRuleForm
     list_display = ["id", "kind", "threshold_percent", "after_seconds", "match", "webhook_url"]
     list_filter = ["kind"]
@@ -65,7 +66,7 @@ class AlertRuleAdmin(admin.ModelAdmin[AlertRule]):
 
 
 @admin.register(Alert)
-class AlertAdmin(admin.ModelAdmin[Alert]):
+class AlertAdmin(ReplayAdmin[Alert]):
     list_display = ["id", "rule", "conversation", "seq", "detail", "fired_at", "acknowledged_at"]
     list_filter = ["rule__kind", "acknowledged_at"]
     list_select_related = ["rule", "conversation"]
@@ -84,7 +85,7 @@ class AlertAdmin(admin.ModelAdmin[Alert]):
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    @admin.action(description="Acknowledge selected alerts")
+    @admin.action(description="Acknowledge selected alerts", permissions=["change"])
     def acknowledge(self, request: HttpRequest, queryset: QuerySet[Alert]) -> None:
         done = sum(
             services.alert_acknowledge(alert=alert, by=request.user.get_username())
@@ -105,7 +106,7 @@ class AttemptInline(admin.TabularInline[DeliveryAttempt, Delivery]):
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(admin.ModelAdmin[Delivery]):
+class DeliveryAdmin(ReplayAdmin[Delivery]):
     list_display = ["id", "alert", "url", "state", "attempts", "next_attempt_at", "last_error"]
     list_filter = ["state"]
     list_select_related = ["alert"]
@@ -131,7 +132,7 @@ class DeliveryAdmin(admin.ModelAdmin[Delivery]):
     def sent_body(self, obj: Delivery) -> str:
         return bytes(obj.body).decode("utf-8", "replace")
 
-    @admin.action(description="Redeliver selected deliveries now")
+    @admin.action(description="Redeliver selected deliveries now", permissions=["change"])
     def redeliver(self, request: HttpRequest, queryset: QuerySet[Delivery]) -> None:
         for delivery in queryset:
             services.delivery_redeliver(delivery=delivery)
