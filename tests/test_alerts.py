@@ -249,6 +249,15 @@ def test_evaluating_rules_that_do_not_fire_reads_four_rows_sets_whatever_their_n
 # -- the pages ------------------------------------------------------------------------------------
 
 
+@pytest.fixture
+def acknowledger_client(operator: Any) -> Client:
+    """An operator who may also acknowledge alerts (conversations.change_alert)."""
+    operator.user_permissions.add(Permission.objects.get(codename="change_alert"))
+    client = Client()
+    client.force_login(operator)
+    return client
+
+
 def fired(title: str = "agent run") -> tuple[Any, Alert]:
     services.alert_rule_create(kind="tool_error")
     c = conversation(title)
@@ -279,14 +288,14 @@ def test_a_bad_alerts_filter_is_a_400_naming_it(operator_client: Client, api: An
 
 
 def test_the_conversation_page_lists_open_alerts_and_acknowledges_one(
-    operator_client: Client,
+    acknowledger_client: Client,
 ) -> None:
     c, alert = fired()
-    page = operator_client.get(c.get_absolute_url()).content.decode()
+    page = acknowledger_client.get(c.get_absolute_url()).content.decode()
     assert 'id="alerts"' in page and "1 open alert" in page and alert.detail in page
     url = f"/c/{c.pk}/alerts/{alert.pk}/acknowledge"
     assert f'hx-post="{url}"' in page
-    answer = operator_client.post(url, HTTP_HX_REQUEST="true")
+    answer = acknowledger_client.post(url, HTTP_HX_REQUEST="true")
     assert answer.status_code == 200
     assert 'id="alerts"' in answer.content.decode() and "open alert" not in answer.content.decode()
     alert.refresh_from_db()
@@ -306,10 +315,11 @@ def test_acknowledging_wants_an_operator_and_csrf(outsider_client: Client, opera
     assert alert.acknowledged_at is None
 
 
-def test_another_conversations_alert_is_not_found(operator_client: Client) -> None:
+def test_another_conversations_alert_is_not_found(acknowledger_client: Client) -> None:
     c, alert = fired()
     other = conversation("other")
-    assert operator_client.post(f"/c/{other.pk}/alerts/{alert.pk}/acknowledge").status_code == 404
+    answer = acknowledger_client.post(f"/c/{other.pk}/alerts/{alert.pk}/acknowledge")
+    assert answer.status_code == 404
 
 
 def test_hostile_text_in_titles_and_details_is_shown_as_text(operator_client: Client) -> None:
@@ -335,9 +345,9 @@ def test_a_share_page_shows_no_alerts(operator_client: Client) -> None:
     assert alert.detail not in page and 'id="alerts"' not in page
 
 
-def test_without_htmx_acknowledging_goes_back_to_the_page(operator_client: Client) -> None:
+def test_without_htmx_acknowledging_goes_back_to_the_page(acknowledger_client: Client) -> None:
     c, alert = fired()
-    answer = operator_client.post(f"/c/{c.pk}/alerts/{alert.pk}/acknowledge")
+    answer = acknowledger_client.post(f"/c/{c.pk}/alerts/{alert.pk}/acknowledge")
     assert answer.status_code == 302 and answer["Location"] == c.get_absolute_url()
     alert.refresh_from_db()
     assert alert.acknowledged_at is not None
@@ -368,5 +378,17 @@ def test_the_admin_does_not_acknowledge_with_the_view_permission(operator: Any) 
         {"action": "acknowledge", "_selected_action": [str(alert.pk)]},
     )
     assert answer.status_code == 403
+    alert.refresh_from_db()
+    assert alert.acknowledged_at is None
+
+
+def test_acknowledging_wants_the_change_alert_permission(operator_client: Client) -> None:
+    c, alert = fired()
+    url = f"/c/{c.pk}/alerts/{alert.pk}/acknowledge"
+    page = operator_client.get(c.get_absolute_url()).content.decode()
+    assert "1 open alert" in page and alert.detail in page
+    assert url not in page and "Acknowledge" not in page
+    assert operator_client.post(url, HTTP_HX_REQUEST="true").status_code == 403
+    assert operator_client.post(url).status_code == 403
     alert.refresh_from_db()
     assert alert.acknowledged_at is None
