@@ -42,8 +42,7 @@ M = TypeVar("M", bound=Model)
 class ReplayAdmin(admin.ModelAdmin[M]):
     """Every admin of the record. Each action names the permission it needs
     (`@admin.action(permissions=...)`, docs/contract.md §4); one posted by a user it is
-    not offered to is refused with a 403, not answered with the list as if nothing
-    was asked."""
+    not offered to is a 403 (Django alone would answer with the list, as if not asked)."""
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
