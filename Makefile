@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 
-.PHONY: install install-prod run test test-sqlite test-sqlite-all test-postgres lint bench bench-scale clean
+.PHONY: install install-prod lock run test test-sqlite test-sqlite-all test-postgres lint bench bench-scale clean
 
 install: $(VENV)/.installed
 
@@ -20,6 +20,14 @@ install-prod:
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c requirements.lock -e .
+
+# requirements.lock from pyproject.toml with the dev extra, sorted, by uv (a dev tool). The
+# lock's current pins are kept wherever pyproject.toml still allows them: only a new or changed
+# requirement moves one (LOCK_ARGS=--upgrade moves them all; --offline resolves from uv's cache).
+LOCK_ARGS ?=
+lock: install
+	$(BIN)/uv pip compile pyproject.toml --extra dev --python $(BIN)/python \
+		--output-file requirements.lock --custom-compile-command 'make lock' --quiet $(LOCK_ARGS)
 
 run: install
 	DJANGO_DEBUG=1 $(BIN)/python manage.py migrate --noinput

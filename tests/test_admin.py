@@ -12,13 +12,18 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.contrib.auth.models import Permission
+from django.apps import apps
+from django.contrib import admin
+from django.contrib.auth.models import Group, Permission
 from django.contrib.messages import get_messages
-from django.test import Client
+from django.db import transaction
+from django.test import Client, RequestFactory
+from django.urls import reverse
 
 from conversations.record import events, search_reads, selectors, services
 from conversations.record.models import ApiToken, Block, Conversation, Message
 from conversations.record.schemas import BLOCK_ADAPTER
+from tests.builders import tool_result
 
 pytestmark = pytest.mark.django_db
 
@@ -502,3 +507,117 @@ def test_view_permission_can_view_but_not_add_or_change(
     conversation.refresh_from_db()
     assert conversation.title == "Incident on api-7"
     assert Conversation.objects.count() == 1
+
+
+# Actions: each needs a permission of its own, never the view permission
+
+
+SHARE_LINKS = "/admin/conversations/sharelink/"
+
+
+def test_a_token_cannot_be_revoked_with_the_view_permission(django_user_model: Any) -> None:
+    token, clear = services.api_token_create(label="agent")
+    client = staff(django_user_model, "view_apitoken")
+
+    answer = client.post(TOKENS, {"action": "revoke", "_selected_action": [str(token.pk)]})
+
+    assert answer.status_code == 403
+    token.refresh_from_db()
+    assert token.revoked_at is None
+    assert api_status(clear) == 200
+
+
+def test_a_token_is_revoked_with_the_change_permission(django_user_model: Any) -> None:
+    token, clear = services.api_token_create(label="agent")
+    client = staff(django_user_model, "view_apitoken", "change_apitoken")
+
+    answer = client.post(TOKENS, {"action": "revoke", "_selected_action": [str(token.pk)]})
+
+    assert answer.status_code == 302
+    assert api_status(clear) == 401
+
+
+def test_a_share_link_is_revoked_with_the_change_permission_only(
+    django_user_model: Any, conversation: Conversation
+) -> None:
+    link, token = services.share_create(conversation=conversation)
+    client = staff(django_user_model, "view_sharelink")
+    posted = {"action": "revoke", "_selected_action": [str(link.pk)]}
+
+    assert client.post(SHARE_LINKS, posted).status_code == 403
+    assert Client().get(f"/s/{token}/").status_code == 200
+    assert 'value="revoke"' not in client.get(SHARE_LINKS).content.decode()
+
+    user = django_user_model.objects.get(username="staffer")
+    user.user_permissions.add(Permission.objects.get(codename="change_sharelink"))
+    assert client.post(SHARE_LINKS, posted).status_code == 302
+    link.refresh_from_db()
+    assert link.revoked_at is not None
+
+
+def every_row() -> dict[str, list[dict[str, Any]]]:
+    """Every row of every model, to tell whether a request changed anything."""
+    return {
+        model._meta.label: list(model.objects.order_by("pk").values())
+        for model in apps.get_models()
+    }
+
+
+def test_no_admin_action_runs_with_view_permissions_alone(
+    django_user_model: Any,
+    conversation: Conversation,
+    admin_user: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """Every action of every registered admin (a new one is walked too) names the
+    permissions it needs; a staff user holding every view permission and nothing else is
+    refused each one and changes nothing, while a superuser's same request does change
+    something (so the request is one that would act)."""
+    services.api_token_create(label="agent")
+    services.share_create(conversation=conversation)
+    services.note_add(conversation=conversation, message_seq=0, text="a note", user=admin_user)
+    services.alert_rule_create(kind="tool_error", webhook_url="http://127.0.0.1:9/h")
+    with django_capture_on_commit_callbacks(execute=True):
+        services.message_append(
+            conversation=conversation,
+            role="user",
+            blocks=[BLOCK_ADAPTER.validate_python(tool_result("t", "boom", is_error=True))],
+        )
+    Group.objects.create(name="operators")
+    viewer = staff(django_user_model)
+    user = django_user_model.objects.get(username="staffer")
+    user.user_permissions.set(Permission.objects.filter(codename__startswith="view_"))
+    superuser = Client()
+    superuser.force_login(admin_user)
+    request = RequestFactory().get("/admin/")
+    request.user = admin_user
+
+    walked = []
+    for model, model_admin in admin.site._registry.items():
+        for name, (func, _, _) in model_admin.get_actions(request).items():
+            assert getattr(func, "allowed_permissions", ()), f"{model.__name__}.{name}"
+            target = model._default_manager.order_by("pk").first()
+            assert target is not None, f"no {model.__name__} to act on"
+            url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+            posted = {
+                "action": name,
+                "_selected_action": [str(target.pk)],
+                "index": "0",
+                "post": "yes",  # past a confirmation page
+            }
+            before = every_row()
+            answer = viewer.post(url, posted)
+            assert every_row() == before, f"{model.__name__}.{name}"
+            if model._meta.app_label == "conversations":
+                assert answer.status_code == 403, f"{model.__name__}.{name}"
+            with transaction.atomic():
+                superuser.post(url, posted)
+                assert every_row() != before, f"{model.__name__}.{name} did nothing"
+                transaction.set_rollback(True)
+            walked.append(f"{model.__name__}.{name}")
+    assert {
+        "ApiToken.revoke",
+        "ShareLink.revoke",
+        "Alert.acknowledge",
+        "Delivery.redeliver",
+    } <= set(walked)

@@ -4,10 +4,12 @@ and hostile text shown as text."""
 
 from __future__ import annotations
 
+import html
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.test import Client
 from django.utils import timezone
 
@@ -248,6 +250,15 @@ def test_evaluating_rules_that_do_not_fire_reads_four_rows_sets_whatever_their_n
 # -- the pages ------------------------------------------------------------------------------------
 
 
+@pytest.fixture
+def acknowledger_client(operator: Any) -> Client:
+    """An operator who may also acknowledge alerts (conversations.change_alert)."""
+    operator.user_permissions.add(Permission.objects.get(codename="change_alert"))
+    client = Client()
+    client.force_login(operator)
+    return client
+
+
 def fired(title: str = "agent run") -> tuple[Any, Alert]:
     services.alert_rule_create(kind="tool_error")
     c = conversation(title)
@@ -278,14 +289,14 @@ def test_a_bad_alerts_filter_is_a_400_naming_it(operator_client: Client, api: An
 
 
 def test_the_conversation_page_lists_open_alerts_and_acknowledges_one(
-    operator_client: Client,
+    acknowledger_client: Client,
 ) -> None:
     c, alert = fired()
-    page = operator_client.get(c.get_absolute_url()).content.decode()
+    page = acknowledger_client.get(c.get_absolute_url()).content.decode()
     assert 'id="alerts"' in page and "1 open alert" in page and alert.detail in page
     url = f"/c/{c.pk}/alerts/{alert.pk}/acknowledge"
     assert f'hx-post="{url}"' in page
-    answer = operator_client.post(url, HTTP_HX_REQUEST="true")
+    answer = acknowledger_client.post(url, HTTP_HX_REQUEST="true")
     assert answer.status_code == 200
     assert 'id="alerts"' in answer.content.decode() and "open alert" not in answer.content.decode()
     alert.refresh_from_db()
@@ -305,10 +316,11 @@ def test_acknowledging_wants_an_operator_and_csrf(outsider_client: Client, opera
     assert alert.acknowledged_at is None
 
 
-def test_another_conversations_alert_is_not_found(operator_client: Client) -> None:
+def test_another_conversations_alert_is_not_found(acknowledger_client: Client) -> None:
     c, alert = fired()
     other = conversation("other")
-    assert operator_client.post(f"/c/{other.pk}/alerts/{alert.pk}/acknowledge").status_code == 404
+    answer = acknowledger_client.post(f"/c/{other.pk}/alerts/{alert.pk}/acknowledge")
+    assert answer.status_code == 404
 
 
 def test_hostile_text_in_titles_and_details_is_shown_as_text(operator_client: Client) -> None:
@@ -334,9 +346,9 @@ def test_a_share_page_shows_no_alerts(operator_client: Client) -> None:
     assert alert.detail not in page and 'id="alerts"' not in page
 
 
-def test_without_htmx_acknowledging_goes_back_to_the_page(operator_client: Client) -> None:
+def test_without_htmx_acknowledging_goes_back_to_the_page(acknowledger_client: Client) -> None:
     c, alert = fired()
-    answer = operator_client.post(f"/c/{c.pk}/alerts/{alert.pk}/acknowledge")
+    answer = acknowledger_client.post(f"/c/{c.pk}/alerts/{alert.pk}/acknowledge")
     assert answer.status_code == 302 and answer["Location"] == c.get_absolute_url()
     alert.refresh_from_db()
     assert alert.acknowledged_at is not None
@@ -353,3 +365,97 @@ def test_the_admin_acknowledges_alerts(admin_client: Client) -> None:
     assert answer.status_code == 302
     alert.refresh_from_db()
     assert alert.acknowledged_at is not None and alert.acknowledged_by == "admin"
+
+
+def test_acknowledging_wants_the_change_alert_permission(operator_client: Client) -> None:
+    c, alert = fired()
+    url = f"/c/{c.pk}/alerts/{alert.pk}/acknowledge"
+    page = operator_client.get(c.get_absolute_url()).content.decode()
+    assert "1 open alert" in page and alert.detail in page
+    assert url not in page and "Acknowledge" not in page
+    assert operator_client.post(url, HTTP_HX_REQUEST="true").status_code == 403
+    assert operator_client.post(url).status_code == 403
+    alert.refresh_from_db()
+    assert alert.acknowledged_at is None
+
+
+def test_the_admin_does_not_acknowledge_with_the_view_permission(operator: Any) -> None:
+    c, alert = fired()
+    operator.is_staff = True
+    operator.save()
+    operator.user_permissions.add(Permission.objects.get(codename="view_alert"))
+    client = Client()
+    client.force_login(operator)
+    answer = client.post(
+        "/admin/conversations/alert/",
+        {"action": "acknowledge", "_selected_action": [str(alert.pk)]},
+    )
+    assert answer.status_code == 403
+    alert.refresh_from_db()
+    assert alert.acknowledged_at is None
+
+
+# -- webhook credentials are write-only -------------------------------------------------------
+
+SECRET_URL = "https://hook-user:hook-pass@hooks.example.com:8443/in?x=1"
+MASKED_URL = "https://***:***@hooks.example.com:8443/in?x=1"
+
+
+def test_the_rules_api_masks_a_webhook_urls_credentials(api: Any) -> None:
+    made = api.post("/api/alert-rules", {"kind": "tool_error", "webhook_url": SECRET_URL})
+    assert made.status_code == 201, made.content
+    assert "hook-pass" not in made.content.decode() and made.json()["webhook_url"] == MASKED_URL
+    listed = api.get("/api/alert-rules")
+    assert "hook-pass" not in listed.content.decode() and "hook-user" not in listed.content.decode()
+    assert listed.json()["results"][0]["webhook_url"] == MASKED_URL
+    assert AlertRule.objects.get().webhook_url == SECRET_URL  # stored whole, for the sender
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://example.com/h", "https://example.com/h"),
+        ("http://token@[::1]:8080/h", "http://***:***@[::1]:8080/h"),
+        ("https://:pass@example.com", "https://***:***@example.com"),
+        ("https://a:b@c@example.com/p#f", "https://***:***@example.com/p#f"),
+    ],
+)
+def test_a_webhook_url_is_shown_without_its_credentials(url: str, shown: str) -> None:
+    from conversations.core.alerts import masked_url
+
+    assert masked_url(url) == shown
+
+
+def test_the_admin_masks_webhook_credentials_to_viewers(operator: Any) -> None:
+    rule = services.alert_rule_create(kind="tool_error", webhook_url=SECRET_URL)
+    c = conversation()
+    append(c, "user", tool_result("t", "boom", is_error=True))
+    delivery = Delivery.objects.get()
+    operator.is_staff = True
+    operator.save()
+    for codename in ("view_alertrule", "view_delivery"):
+        operator.user_permissions.add(Permission.objects.get(codename=codename))
+    client = Client()
+    client.force_login(operator)
+    for url in (
+        "/admin/conversations/alertrule/",
+        f"/admin/conversations/alertrule/{rule.pk}/change/",
+        "/admin/conversations/delivery/",
+        f"/admin/conversations/delivery/{delivery.pk}/change/",
+    ):
+        page = client.get(url)
+        assert page.status_code == 200, url
+        text = page.content.decode()
+        assert "hook-pass" not in text and "hook-user" not in text, url
+        assert "https://***:***@hooks.example.com:8443/in?x=1" in html.unescape(text), url
+
+
+def test_the_admin_add_form_still_takes_a_webhook_url(admin_client: Client) -> None:
+    page = admin_client.get("/admin/conversations/alertrule/add/").content.decode()
+    assert 'name="webhook_url"' in page
+    answer = admin_client.post(
+        "/admin/conversations/alertrule/add/",
+        {"kind": "tool_error", "webhook_url": SECRET_URL},
+    )
+    assert answer.status_code == 302
+    assert AlertRule.objects.get().webhook_url == SECRET_URL

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from conversations.dashboard import socket_urls as routing
@@ -46,8 +47,14 @@ def error(conversation_id: Any) -> None:
     append(conversation_id, "user", [tool_result("t", "<b>boom</b>", is_error=True)])
 
 
+def may_acknowledge(username: str = "operator") -> None:
+    user = User.objects.get(username=username)
+    user.user_permissions.add(Permission.objects.get(codename="change_alert"))
+
+
 @in_loop
 async def test_the_header_gets_the_alert_as_the_page_renders_it(operator: Client) -> None:  # noqa: F811
+    await sync_to_async(may_acknowledge)()
     await sync_to_async(services.alert_rule_create)(kind="tool_error")
     conversation = await sync_to_async(create)("Watched")
     cid = conversation.pk
@@ -91,3 +98,26 @@ async def test_a_share_socket_hears_nothing_of_alerts() -> None:
         frames = [await frame(ws)]
         assert await ws.receive_nothing(QUIET)
         assert all("alert" not in f for f in frames)
+
+
+@in_loop
+async def test_the_header_offers_acknowledging_only_to_who_may(operator: Client) -> None:  # noqa: F811
+    """A socket's alerts carry the acknowledge button as the user's page does: not without
+    conversations.change_alert, and once it is granted, with the next change."""
+    await sync_to_async(services.alert_rule_create)(kind="tool_error")
+    conversation = await sync_to_async(create)("Watched")
+    cid = conversation.pk
+    async with socket(conversation_path(cid), operator) as ws:
+        await sync_to_async(error)(cid)
+        frames = [await frame(ws), await frame(ws)]  # the message, then the alerts
+        pushed = alerts_of(next(f for f in frames if 'id="alerts"' in f))
+        assert "1 open alert" in pushed and "acknowledge" not in pushed
+        assert pushed == alerts_of(await sync_to_async(page)(operator, f"/c/{cid}/"))
+        await sync_to_async(may_acknowledge)()
+        alert = await sync_to_async(Alert.objects.get)(conversation_id=cid)
+        await sync_to_async(services.alert_acknowledge)(alert=alert, by="ops")
+        assert 'data-open="0"' in alerts_of(await frame(ws))
+        await sync_to_async(error)(cid)
+        frames = [await frame(ws), await frame(ws)]
+        pushed = alerts_of(next(f for f in frames if 'id="alerts"' in f))
+        assert "1 open alert" in pushed and "/acknowledge" in pushed

@@ -1,5 +1,5 @@
 """The JSON API over a real daphne: the body limit with and without Content-Length, and the
-README's curl flow end to end."""
+curl flow of docs/api.md end to end."""
 
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ def png_b64() -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
-def test_the_readme_flow_works_end_to_end(daphne, live_token):
+def test_the_api_guide_flow_works_end_to_end(daphne, live_token):
     png = png_b64()
     with daphne.client(live_token) as client:
         created = client.post("/api/conversations", json={"title": "Demo", "metadata": {"a": 1}})

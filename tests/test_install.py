@@ -1,4 +1,4 @@
-"""`make install-prod` (README, Deploying): what it installs is the app's dependencies at the
+"""`make install-prod` (docs/deploying.md): what it installs is the app's dependencies at the
 lock's versions and none of the dev extras. Resolved by pip itself (`--dry-run --report`),
 from the Makefile's own command line."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DEV_ONLY = ("pytest", "mypy", "playwright", "hypothesis", "ruff", "anthropic", "openai")
+DEV_ONLY = ("pytest", "mypy", "playwright", "hypothesis", "ruff", "anthropic", "openai", "uv")
 
 
 def install_prod_command() -> list[str]:

@@ -1,4 +1,4 @@
-"""The deployment the README's "Deploying" section describes, run for real (docs/contract.md
+"""The deployment docs/deploying.md describes, run for real (docs/contract.md
 §5): Debian's nginx from deploy/nginx.conf with a self-signed certificate, in front of two
 daphne processes started by deploy/replay@.service's command line with deploy/replay.env's
 environment (and nothing else), on PostgreSQL and Redis; deploy/replay.cron's lines run as
@@ -47,8 +47,8 @@ pytestmark = [pytest.mark.live, pytest.mark.services]
 DEPLOY = ROOT / "deploy"
 HOST = "localhost"
 OPERATOR = {"username": "operator", "password": "a long nginx deploy passphrase 9"}
-# The README's steps, run with the environment file and nothing else
-# (test_the_readme_runs_these_steps checks that the README says exactly these).
+# docs/deploying.md's steps, run with the environment file and nothing else
+# (test_the_deploying_guide_runs_these_steps checks that it says exactly these).
 STEPS = [
     ".venv/bin/python manage.py migrate --noinput",
     ".venv/bin/python manage.py collectstatic --noinput",
@@ -403,8 +403,8 @@ def test_plain_http_is_sent_to_https(site: Site) -> None:
     assert answer.status_code == 301
     # In production the https server is on 443, so the redirect names no port.
     assert answer.headers["location"] == f"https://{HOST}/api/conversations?x=1"
-    # An agent given a daphne port gets the same answer (README: agents use nginx's https);
-    # the probes there are answered before the redirect.
+    # An agent given a daphne port gets the same answer (docs/deploying.md: agents use nginx's
+    # https); the probes there are answered before the redirect.
     port = site.daphne_ports[0]
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as direct:
         redirected = direct.post(
@@ -599,7 +599,7 @@ def test_the_cron_lines_run_with_the_units_environment(site: Site) -> None:
 
 
 def test_a_rolling_restart_loses_no_request(site: Site) -> None:
-    """The README's upgrade: one process at a time, the next once the first is ready
+    """docs/deploying.md's upgrade: one process at a time, the next once the first is ready
     (/readyz answers over plain HTTP on its own port); nginx sends every request to the
     process that is up."""
     answers: list[int | str] = []
@@ -643,7 +643,7 @@ def test_a_rolling_restart_loses_no_request(site: Site) -> None:
 def test_a_backup_restored_brings_back_the_record_share_links_and_sessions(
     site: Site,
 ) -> None:
-    """pg_dump, a deletion, then the README's restore: the units stopped, pg_restore,
+    """pg_dump, a deletion, then docs/deploying.md's restore: the units stopped, pg_restore,
     migrate, started again. Same secret key: the session signed in before still works."""
     with site.api() as api:
         cid = api.post("/api/conversations", json={"title": "kept by the dump"}).json()["id"]
@@ -703,16 +703,16 @@ def test_the_unit_restarts_daphne_and_gives_it_60_s_to_stop() -> None:
     assert exec_start(8001)[-3:] == ["-p", "8001", "replaysite.asgi:application"]
 
 
-def test_the_readme_runs_these_steps() -> None:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("\n## Deploying\n", 1)[1].split("\n## ", 1)[0]
+def test_the_deploying_guide_runs_these_steps() -> None:
+    section = (ROOT / "docs" / "deploying.md").read_text()
 
     for step in [*STEPS, TOKEN_STEP, BACKUP, RESTORE]:
         assert step in section, step
     for name in ("deploy/nginx.conf", "deploy/replay@.service", "deploy/replay.env",
                  "deploy/replay.cron"):  # fmt: skip
         assert name in section, name
-    assert "proxy_set_header Host $host;" not in readme
+    for page in (ROOT / "README.md", ROOT / "docs" / "deploying.md"):
+        assert "proxy_set_header Host $host;" not in page.read_text(), page
 
 
 def test_no_spelling_of_a_share_path_reaches_nginxs_access_log(site: Site) -> None:

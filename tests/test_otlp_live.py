@@ -1,6 +1,6 @@
 """The OTLP receiver with the real OpenTelemetry SDK and its OTLP/HTTP exporters
-(protobuf, protobuf with gzip, and JSON) sending to a live daphne, configured the way the
-README tells an operator to: two environment variables."""
+(protobuf, protobuf with gzip, and JSON) sending to a live daphne, configured the way
+docs/ingest.md tells an operator to: two environment variables."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def otel_env(monkeypatch: pytest.MonkeyPatch, daphne: Server, token: str) -> Iterator[None]:
-    """The two variables of the README's "Following live agents"."""
+    """The two variables of docs/ingest.md's "Following live agents"."""
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", f"{daphne.url}/v1/traces")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", f"Authorization=Bearer%20{token}")
     yield

@@ -28,14 +28,15 @@ class AlertRuleIn(Strict):
 
 
 def rule_data(rule: AlertRule) -> dict[str, Any]:
-    """A rule as the API shows it: never its secret (only the create answer holds it)."""
+    """A rule as the API shows it: never its secret (only the create answer holds it), and
+    its webhook URL's credentials masked (docs/contract.md §11)."""
     return {
         "id": rule.pk,
         "kind": rule.kind,
         "threshold_percent": rule.threshold_percent,
         "after_seconds": rule.after_seconds,
         "match": rule.match or None,
-        "webhook_url": rule.webhook_url or None,
+        "webhook_url": core.masked_url(rule.webhook_url) if rule.webhook_url else None,
         "created_by": rule.created_by,
         "created_at": rule.created_at.isoformat(),
     }

@@ -11,6 +11,7 @@ import hmac
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Literal, TypeAlias
+from urllib.parse import urlsplit, urlunsplit
 
 Kind: TypeAlias = Literal["pressure", "tool_error", "unanswered", "compaction"]
 KINDS: tuple[Kind, ...] = ("pressure", "tool_error", "unanswered", "compaction")
@@ -62,6 +63,22 @@ def next_attempt(
 def signature(secret: str, body: bytes) -> str:
     """`X-Replay-Signature`: `sha256=` and the HMAC-SHA256 of the body with the secret."""
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+MASKED_USERINFO = "***:***"
+
+
+def masked_url(url: str) -> str:
+    """A webhook URL as it is shown (docs/contract.md §11): any `user:pass@` becomes
+    `***:***@`, the rest as stored; the credentials are write-only."""
+    try:
+        parts = urlsplit(url)
+        if parts.username is None and parts.password is None:
+            return url
+    except ValueError:  # not a URL that parses: nothing of it is shown
+        return MASKED_USERINFO
+    host = parts.netloc.rpartition("@")[2]  # the host and port as stored, IPv6 brackets kept
+    return urlunsplit(parts._replace(netloc=f"{MASKED_USERINFO}@{host}"))
 
 
 def cut(text: str, limit: int) -> str:

@@ -27,7 +27,8 @@ from conversations.core.replay import Shape, StoredMessage
 
 PolicyName = Literal["microcompact", "clear_tool_uses", "clear_thinking", "boundary"]
 POLICIES: tuple[PolicyName, ...] = ("microcompact", "clear_tool_uses", "clear_thinking", "boundary")
-# Claude Code's microcompact text; the others are Replay's own, stated in the README.
+# Claude Code's microcompact text; the others are Replay's own, stated in
+# docs/guide/context-pressure.md.
 CLEARED_RESULT = "[Old tool result content cleared]"
 CLEARED_TOOL_RESULT = "[Tool result cleared]"
 CLEARED_INPUT = "{}"

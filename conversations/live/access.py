@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from importlib import import_module
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
@@ -67,6 +68,13 @@ def check(session: SessionBase, conversation_id: uuid.UUID | None = None) -> Acc
     if conversation_id is not None and not getattr(user, "conversation", False):
         return Access(NOT_FOUND, user.pk)
     return Access(None, user.pk)
+
+
+def has_permission(user_id: Any, permission: str) -> bool:
+    """Whether this (active) user holds `permission` now, by Django's own `has_perm`: for
+    what a socket offers beyond watching (acknowledging alerts), not on every connect."""
+    user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
+    return user is not None and user.has_perm(permission)
 
 
 def fresh(session: SessionBase) -> SessionBase:

@@ -17,12 +17,12 @@ from channels.db import database_sync_to_async
 from conversations.core import bursts, context_windows, page_windows, replay
 from conversations.core.options import OptionError
 from conversations.core.socket_window import HeldWindow, parse_report
-from conversations.live import fragments
+from conversations.live import access, fragments
 from conversations.live.fanout import Fanout, fanout
 from conversations.live.internals import Shared
 from conversations.live.render_cache import batches, frames, notes
 from conversations.live.watcher import BAD_REQUEST, NOT_FOUND, Watcher
-from conversations.record import events
+from conversations.record import alert_reads, events
 
 log = logging.getLogger(__name__)
 
@@ -242,9 +242,14 @@ class ConversationConsumer(Watcher):
         return fragments.notes_frame(self.conversation_id, seq)
 
     async def conversation_alerts_changed(self, event: events.AlertsChanged) -> None:
-        """An alert fired or was acknowledged: the header's alerts, rendered again."""
-        html = await database_sync_to_async(fragments.alerts_html)(self.conversation_id)
+        """An alert fired or was acknowledged: the header's alerts, rendered again, with the
+        acknowledge buttons only for a user who holds the permission now."""
+        html = await database_sync_to_async(self.build_alerts)()
         await self.send(text_data=html)
+
+    def build_alerts(self) -> str:
+        acknowledge = access.has_permission(self.user_id, alert_reads.ACKNOWLEDGE_PERMISSION)
+        return fragments.alerts_html(self.conversation_id, acknowledge=acknowledge)
 
     async def changed(self, *positions: tuple[int, int]) -> None:
         """Messages now end at these (seq, block count) positions, in seq order."""

@@ -258,8 +258,9 @@ def share_notice(state: str) -> str:
     return render_to_string("conversations/detail.html#share_notice", {"share_state": state})
 
 
-def alerts_html(conversation_id: str) -> str:
-    """The conversation header's open alerts (docs/contract.md §11), as the page renders them."""
+def alerts_html(conversation_id: str, *, acknowledge: bool) -> str:
+    """The conversation header's open alerts (docs/contract.md §11), as the page renders them
+    for a reader who may (or may not) acknowledge them."""
     found, total = alert_reads.open_alerts(conversation_id)
-    panel = alerts_presenter.alerts_panel(conversation_id, found, total)
+    panel = alerts_presenter.alerts_panel(conversation_id, found, total, acknowledge=acknowledge)
     return render_to_string("conversations/alerts.html#alerts", {"alerts": panel})

@@ -34,7 +34,7 @@ NOT_FOUND = access.NOT_FOUND  # 4404: unknown or deleted conversation
 TOO_MANY = 4429  # the user already holds REPLAY_MAX_SOCKETS_PER_USER sockets here
 REFRESH_TIMEOUT = 10.0  # seconds; a refresh stuck longer closes the socket
 
-# This process's open sockets, per user. Per process (see README): with several servers
+# This process's open sockets, per user. Per process (docs/guide/dashboard.md): with several servers
 # a user may hold this many on each.
 user_sockets = Quota()
 

@@ -7,14 +7,16 @@ by one here; new conversations and tokens are made, and whole conversations dele
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
-from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.contrib.auth import get_permission_codename
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
@@ -33,6 +35,23 @@ from conversations.record.models import (
     ShareLink,
 )
 from conversations.record.schemas import ConversationIn, error_list
+
+M = TypeVar("M", bound=Model)
+
+
+class ReplayAdmin(admin.ModelAdmin[M]):
+    """Every admin of the record. Each action names the permission it needs
+    (`@admin.action(permissions=...)`, docs/contract.md §4); one posted by a user it is
+    not offered to is a 403 (Django alone would answer with the list, as if not asked)."""
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> TemplateResponse | HttpResponse:
+        if request.method == "POST":
+            allowed = self.get_actions(request)
+            if any(name and name not in allowed for name in request.POST.getlist("action")):
+                raise PermissionDenied
+        return super().changelist_view(request, extra_context)
 
 
 class ReadOnlyMixin:
@@ -90,7 +109,7 @@ class ConversationForm(forms.ModelForm[Conversation]):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(admin.ModelAdmin[Conversation]):
+class ConversationAdmin(ReplayAdmin[Conversation]):
     form = ConversationForm
     list_display = ["title", "message_count", "updated_at", "created_at", "dashboard_link"]
     list_filter = ["updated_at", "created_at"]
@@ -175,7 +194,7 @@ class BlockInline(ReadOnlyMixin, admin.TabularInline[Block, Message]):
 
 
 @admin.register(Message)
-class MessageAdmin(ReadOnlyMixin, admin.ModelAdmin[Message]):
+class MessageAdmin(ReadOnlyMixin, ReplayAdmin[Message]):
     list_display = ["conversation", "seq", "role", "block_count", "created_at"]
     list_filter = ["role", "created_at"]
     list_select_related = ["conversation"]
@@ -243,7 +262,7 @@ class MessageAdmin(ReadOnlyMixin, admin.ModelAdmin[Message]):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
+class ApiTokenAdmin(ReplayAdmin[ApiToken]):
     list_display = ["label", "prefix", "created_at", "last_used_at", "expires_at", "revoked_at"]
     list_filter = ["revoked_at"]
     search_fields = ["label", "prefix"]
@@ -265,7 +284,7 @@ class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
             request, f"Token for {token.label!r}: {clear} — copy it now, it is not shown again."
         )
 
-    @admin.action(description="Revoke selected tokens")
+    @admin.action(description="Revoke selected tokens", permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         for token in queryset:
             services.api_token_revoke(token=token)
@@ -273,7 +292,7 @@ class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
 
 
 @admin.register(RejectedSpan)
-class RejectedSpanAdmin(ReadOnlyMixin, admin.ModelAdmin[RejectedSpan]):
+class RejectedSpanAdmin(ReadOnlyMixin, ReplayAdmin[RejectedSpan]):
     """OTLP spans `POST /v1/traces` did not store, and why (the last day's)."""
 
     list_display = ("received_at", "span_id", "trace_id", "reason")
@@ -281,7 +300,7 @@ class RejectedSpanAdmin(ReadOnlyMixin, admin.ModelAdmin[RejectedSpan]):
 
 
 @admin.register(ShareLink)
-class ShareLinkAdmin(admin.ModelAdmin[ShareLink]):
+class ShareLinkAdmin(ReplayAdmin[ShareLink]):
     """Share links (docs/contract.md §8): listed with scope, expiry and views; revoked, never
     edited.
 
@@ -323,7 +342,12 @@ class ShareLinkAdmin(admin.ModelAdmin[ShareLink]):
     def state(self, obj: ShareLink) -> str:
         return obj.state(timezone.now())
 
-    @admin.action(description="Revoke selected share links")
+    def has_revoke_permission(self, request: HttpRequest) -> bool:
+        """Revoking is the one change a share link takes: conversations.change_sharelink."""
+        codename = get_permission_codename("change", self.opts)
+        return request.user.has_perm(f"{self.opts.app_label}.{codename}")
+
+    @admin.action(description="Revoke selected share links", permissions=["revoke"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[ShareLink]) -> None:
         links = list(queryset)
         for link in links:
@@ -332,7 +356,7 @@ class ShareLinkAdmin(admin.ModelAdmin[ShareLink]):
 
 
 @admin.register(Note)
-class NoteAdmin(admin.ModelAdmin[Note]):
+class NoteAdmin(ReplayAdmin[Note]):
     """Operators' notes (docs/contract.md §10): listed and read here, deleted through the
     service (which tells open pages); written and edited on the conversation page or the
     API, where the author is known."""

@@ -1,6 +1,7 @@
 """Django admin for alerts (docs/contract.md §11): rules (made through the service, the
 secret shown once), alerts (acknowledged from here too), and every webhook delivery with
-each of its attempts (time, status, error), redelivered by an action."""
+each of its attempts (time, status, error), redelivered by an action. A webhook URL is
+shown with its credentials masked; they are write-only."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from conversations.core import alerts as core
 from conversations.record import services
+from conversations.record.admin import ReplayAdmin
 from conversations.record.models import Alert, AlertRule, Delivery, DeliveryAttempt
 
 
@@ -27,13 +30,25 @@ class AlertRuleForm(forms.ModelForm[AlertRule]):
 
 
 @admin.register(AlertRule)
-class AlertRuleAdmin(admin.ModelAdmin[AlertRule]):
+class AlertRuleAdmin(ReplayAdmin[AlertRule]):
     form = AlertRuleForm
-    list_display = ["id", "kind", "threshold_percent", "after_seconds", "match", "webhook_url"]
+    list_display = ["id", "kind", "threshold_percent", "after_seconds", "match", "webhook"]
     list_filter = ["kind"]
+    readonly_fields = ["webhook"]
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # a rule is made or deleted, never edited (its alerts keep their sense)
+
+    def get_fields(self, request: HttpRequest, obj: AlertRule | None = None) -> tuple[str, ...]:
+        """The add form takes the URL; a stored rule shows it masked."""
+        fields = AlertRuleForm.Meta.fields
+        if obj is None:
+            return tuple(fields)
+        return tuple("webhook" if name == "webhook_url" else name for name in fields)
+
+    @admin.display(description="webhook url")
+    def webhook(self, obj: AlertRule) -> str:
+        return core.masked_url(obj.webhook_url)
 
     def save_model(self, request: HttpRequest, obj: AlertRule, form: Any, change: bool) -> None:
         try:
@@ -65,7 +80,7 @@ class AlertRuleAdmin(admin.ModelAdmin[AlertRule]):
 
 
 @admin.register(Alert)
-class AlertAdmin(admin.ModelAdmin[Alert]):
+class AlertAdmin(ReplayAdmin[Alert]):
     list_display = ["id", "rule", "conversation", "seq", "detail", "fired_at", "acknowledged_at"]
     list_filter = ["rule__kind", "acknowledged_at"]
     list_select_related = ["rule", "conversation"]
@@ -84,7 +99,7 @@ class AlertAdmin(admin.ModelAdmin[Alert]):
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    @admin.action(description="Acknowledge selected alerts")
+    @admin.action(description="Acknowledge selected alerts", permissions=["change"])
     def acknowledge(self, request: HttpRequest, queryset: QuerySet[Alert]) -> None:
         done = sum(
             services.alert_acknowledge(alert=alert, by=request.user.get_username())
@@ -105,14 +120,14 @@ class AttemptInline(admin.TabularInline[DeliveryAttempt, Delivery]):
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(admin.ModelAdmin[Delivery]):
-    list_display = ["id", "alert", "url", "state", "attempts", "next_attempt_at", "last_error"]
+class DeliveryAdmin(ReplayAdmin[Delivery]):
+    list_display = ["id", "alert", "webhook", "state", "attempts", "next_attempt_at", "last_error"]
     list_filter = ["state"]
     list_select_related = ["alert"]
     readonly_fields = [
         "id",
         "alert",
-        "url",
+        "webhook",
         "state",
         "attempts",
         "created_at",
@@ -120,18 +135,22 @@ class DeliveryAdmin(admin.ModelAdmin[Delivery]):
         "last_error",
         "sent_body",
     ]
-    exclude = ["body"]
+    exclude = ["body", "url"]
     inlines = [AttemptInline]
     actions = ["redeliver"]
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    @admin.display(description="url")
+    def webhook(self, obj: Delivery) -> str:
+        return core.masked_url(obj.url)
+
     @admin.display(description="body")
     def sent_body(self, obj: Delivery) -> str:
         return bytes(obj.body).decode("utf-8", "replace")
 
-    @admin.action(description="Redeliver selected deliveries now")
+    @admin.action(description="Redeliver selected deliveries now", permissions=["change"])
     def redeliver(self, request: HttpRequest, queryset: QuerySet[Delivery]) -> None:
         for delivery in queryset:
             services.delivery_redeliver(delivery=delivery)

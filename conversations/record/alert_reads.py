@@ -11,6 +11,8 @@ from django.db.models import Count, QuerySet
 from conversations.record.models import Alert, AlertRule, Conversation
 
 OPEN_SHOWN = 10  # open alerts listed in a conversation's header (the badge counts them all)
+# Acknowledging an alert, on the page or in the admin, is a change to it.
+ACKNOWLEDGE_PERMISSION = "conversations.change_alert"
 
 
 def open_alerts(conversation_id: Any) -> tuple[list[Alert], int]:

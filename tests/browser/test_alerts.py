@@ -8,6 +8,8 @@ import re
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from playwright.sync_api import expect
 
 from conversations.record import services
@@ -26,6 +28,11 @@ pytestmark = pytest.mark.live
 HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>'
 
 
+def may_acknowledge(username: str) -> None:
+    user = get_user_model().objects.get(username=username)
+    user.user_permissions.add(Permission.objects.get(codename="change_alert"))
+
+
 def error(call_id: str) -> dict[str, Any]:
     return {"type": "tool_result", "tool_use_id": call_id, "content": "boom", "is_error": True}
 
@@ -37,6 +44,7 @@ def test_an_alert_appears_live_and_is_acknowledged_from_the_page(
     console: Any,
 ) -> None:
     page = operator_page
+    off_loop(lambda: may_acknowledge(operator.username))
     off_loop(lambda: services.alert_rule_create(kind="tool_error"))
     watched = conversation(HOSTILE, [("user", [{"type": "text", "text": "hello"}])])
     open_live(page, f"/c/{watched.id}/")

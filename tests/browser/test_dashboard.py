@@ -465,9 +465,9 @@ def test_a_long_block_shows_its_start_and_loads_the_rest_on_demand(operator_page
     )
 
 
-def test_readme_screenshot_of_the_next_request_on_a_real_session(operator_page):
-    """The README's headline screenshot: a real Claude Code session (tests/fixtures/real),
-    imported as an operator would; REPLAY_UPDATE_SCREENSHOT=1 saves it."""
+def test_guide_screenshot_of_the_next_request_on_a_real_session(operator_page):
+    """docs/guide/context-pressure.md's headline screenshot: a real Claude Code session
+    (tests/fixtures/real), imported as an operator would; REPLAY_UPDATE_SCREENSHOT=1 saves it."""
     from tests.realdata import REAL
 
     raw = (REAL / "claude_code_tool_heavy_parallel_interrupts.jsonl").read_bytes()

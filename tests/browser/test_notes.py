@@ -121,8 +121,9 @@ def test_the_author_edits_a_note_in_place(context: Any, operator: Account, conso
     expect(notes.locator(".note-text")).to_have_text("second words")
 
 
-def test_readme_screenshot_of_a_note(context: Any, operator: Account) -> None:
-    """The README's picture of notes beside the record; REPLAY_UPDATE_SCREENSHOT=1 saves it."""
+def test_guide_screenshot_of_a_note(context: Any, operator: Account) -> None:
+    """docs/guide/notes.md's picture of notes beside the record; REPLAY_UPDATE_SCREENSHOT=1
+    saves it."""
     grant(operator, "add_note")
     run = conversation(
         "Config hunt",

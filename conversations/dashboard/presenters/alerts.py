@@ -50,6 +50,7 @@ class AlertsPanel:
     badge: str  # "2 open alerts"; "" when none are open
     rows: list[AlertRow]
     more: str  # "and 3 more" when more are open than listed
+    acknowledge: bool  # whether the reader may acknowledge (the page offers the button)
 
 
 def badge_label(open_count: int) -> str:
@@ -58,7 +59,9 @@ def badge_label(open_count: int) -> str:
     return f"{open_count:,} open alert{'s' if open_count != 1 else ''}"
 
 
-def alerts_panel(conversation_id: Any, alerts: Sequence[AlertLike], open_count: int) -> AlertsPanel:
+def alerts_panel(
+    conversation_id: Any, alerts: Sequence[AlertLike], open_count: int, *, acknowledge: bool
+) -> AlertsPanel:
     rows = [
         AlertRow(
             id=a.pk,
@@ -80,4 +83,5 @@ def alerts_panel(conversation_id: Any, alerts: Sequence[AlertLike], open_count: 
         badge=badge_label(open_count),
         rows=rows,
         more=f"and {more:,} more" if more > 0 else "",
+        acknowledge=acknowledge,
     )

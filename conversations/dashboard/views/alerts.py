@@ -1,10 +1,12 @@
 """The conversation page's alerts (docs/contract.md §11): the header's open alerts, and
-acknowledging one (an htmx form; without htmx, back to the page)."""
+acknowledging one (an htmx form; without htmx, back to the page), which needs
+conversations.change_alert: the button is offered only to those who hold it."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.decorators import permission_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -14,13 +16,15 @@ from conversations.dashboard.views.common import conversation_or_404, operator_r
 from conversations.record import alert_reads, services
 
 
-def alerts_context(conversation_id: Any) -> AlertsPanel:
+def alerts_context(request: HttpRequest, conversation_id: Any) -> AlertsPanel:
     found, total = alert_reads.open_alerts(conversation_id)
-    return alerts_panel(conversation_id, found, total)
+    acknowledge = request.user.has_perm(alert_reads.ACKNOWLEDGE_PERMISSION)
+    return alerts_panel(conversation_id, found, total, acknowledge=acknowledge)
 
 
 @require_POST
 @operator_required
+@permission_required(alert_reads.ACKNOWLEDGE_PERMISSION, raise_exception=True)
 def alert_acknowledge(request: HttpRequest, conversation_id: str, alert_id: int) -> HttpResponse:
     conversation = conversation_or_404(conversation_id)
     alert = alert_reads.alert_get(conversation.pk, alert_id)
@@ -31,6 +35,6 @@ def alert_acknowledge(request: HttpRequest, conversation_id: str, alert_id: int)
         return render(
             request,
             "conversations/alerts.html#alerts",
-            {"alerts": alerts_context(conversation.pk)},
+            {"alerts": alerts_context(request, conversation.pk)},
         )
     return redirect(conversation.get_absolute_url())

@@ -173,7 +173,7 @@ def detail_response(
     except OptionError as exc:
         return bad_request(request, exc.message)
     if not context.get("share"):  # operators see the open alerts; share links never
-        context["alerts"] = alerts_context(conversation.pk)
+        context["alerts"] = alerts_context(request, conversation.pk)
     htmx = getattr(request, "htmx", None)
     if htmx and not htmx.history_restore_request:
         response = render(request, template + "#conversation", context)

@@ -6,7 +6,7 @@ from django.utils import timezone
 from conversations.record import services
 from conversations.record.models import ApiToken
 
-# Rotation (README, Deploying): create the new token, give it to the agents, watch the old
+# Rotation (docs/deploying.md): create the new token, give it to the agents, watch the old
 # one's "last used" stop moving in `--list`, then revoke it by id or by its printed prefix.
 
 
