@@ -57,7 +57,7 @@ def send(url: str, resolver: Resolver | None = None) -> tuple[int | None, str]:
     claimed = webhooks.Claimed(str(uuid.uuid4()), 1, url, b"{}", "secret", timezone.now())
 
     async def run() -> tuple[int | None, str]:
-        async with alert_loop.client(resolver or Resolver()) as http:
+        async with alert_loop.client(resolver=resolver or Resolver()) as http:
             outcome = await alert_loop.attempt(http, claimed)
             return outcome.status_code, outcome.error
 

@@ -30,7 +30,7 @@ class AlertRuleForm(forms.ModelForm[AlertRule]):
         url = str(self.cleaned_data.get("webhook_url") or "").strip()
         if url:
             try:
-                services.webhook_url_check(url)
+                services.webhook_url_check(url=url)
             except services.IngestError as exc:
                 raise forms.ValidationError(str(exc)) from None
         return url

@@ -160,7 +160,7 @@ class CheckedTransport(httpx2.AsyncBaseTransport):
         await self.inner.aclose()
 
 
-def client(resolver: Resolver = system_resolver) -> httpx2.AsyncClient:
+def client(*, resolver: Resolver = system_resolver) -> httpx2.AsyncClient:
     """The webhooks' HTTP client: redirects are not followed, no proxy from the environment,
     targets checked as they are connected to (CheckedTransport)."""
     return httpx2.AsyncClient(
@@ -168,6 +168,7 @@ def client(resolver: Resolver = system_resolver) -> httpx2.AsyncClient:
         timeout=core.TIMEOUT_SECONDS,
         headers={"User-Agent": USER_AGENT},
         transport=CheckedTransport(resolver),
+        trust_env=False,
     )
 
 
@@ -223,15 +224,10 @@ async def attempt(http: httpx2.AsyncClient, claimed: webhooks.Claimed) -> webhoo
     return webhooks.Outcome(claimed, at, status, error, duration)
 
 
-async def post(
-    client: httpx2.AsyncClient,
-    claimed: webhooks.Claimed,
-    *,
-    clock: Callable[[], float] = time.time,
-) -> tuple[int | None, str]:
+async def post(client: httpx2.AsyncClient, claimed: webhooks.Claimed) -> tuple[int | None, str]:
     """(status, error): error is "" for a 2xx answer. Reads at most ANSWER_BYTES of the
     answer's body, raw."""
-    timestamp = int(clock())
+    timestamp = int(time.time())  # the attempt's: a receiver refuses an old one
     headers = {
         "Content-Type": "application/json",
         "X-Replay-Signature": core.signature(claimed.secret, claimed.body),

@@ -86,7 +86,7 @@ def alert_rule_create(
         raise IngestError("match", f"match must be at most {core.MATCH_CHARS} characters, no NUL")
     webhook_url = (webhook_url or "").strip()
     if webhook_url:
-        webhook_url_check(webhook_url)
+        webhook_url_check(url=webhook_url)
     if AlertRule.objects.count() >= MAX_RULES:
         raise IngestError("kind", f"there are {MAX_RULES} rules already; delete one first")
     if kind == "pressure" and threshold_percent is None:
@@ -104,7 +104,7 @@ def alert_rule_create(
     )
 
 
-def webhook_url_check(url: str) -> None:
+def webhook_url_check(*, url: str) -> None:
     """Raise IngestError naming `webhook_url` unless the sender can POST to `url`: it is
     parsed by the sender's own HTTP client (`0177.0.0.1` is refused here, not at every
     attempt). Whether its address may be sent to is checked at send time (§11)."""
