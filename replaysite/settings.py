@@ -16,6 +16,7 @@ import django_stubs_ext
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
+from conversations.core import alerts as alerts_core
 from replaysite import logs
 
 django_stubs_ext.monkeypatch()  # lets ModelAdmin[Model] and friends run
@@ -206,6 +207,17 @@ REPLAY_WEBHOOK_RETRY_SECONDS = env_int("REPLAY_WEBHOOK_RETRY_SECONDS", 30)
 REPLAY_ALERT_TICK_SECONDS = env_int("REPLAY_ALERT_TICK_SECONDS", 2)
 # 0: this process never sends webhook deliveries (others do); its alerts still fire.
 REPLAY_WEBHOOK_SENDER = env_bool("REPLAY_WEBHOOK_SENDER", True)
+# Webhooks are refused on loopback, private, link-local and unspecified addresses (checked
+# at send time, every address the name resolves to), but for the names, addresses and
+# networks listed here: receivers inside the network.
+try:
+    REPLAY_WEBHOOK_ALLOW_HOSTS = alerts_core.allow_hosts(
+        os.environ.get("REPLAY_WEBHOOK_ALLOW_HOSTS", "")
+    )
+except ValueError as exc:
+    raise ImproperlyConfigured(
+        f"REPLAY_WEBHOOK_ALLOW_HOSTS must list host names, addresses or networks: {exc}."
+    ) from None
 REPLAY_BASE_URL = os.environ.get("REPLAY_BASE_URL", "").strip().rstrip("/")
 if REPLAY_BASE_URL and not REPLAY_BASE_URL.startswith(("http://", "https://")):
     raise ImproperlyConfigured(

@@ -79,6 +79,8 @@ def test_a_rule_is_created_with_defaults_and_its_secret_shown_once(api: Any) -> 
         ({"kind": "compaction", "webhook_url": "ftp://example.com/h"}, "webhook_url"),
         ({"kind": "compaction", "webhook_url": "https://"}, "webhook_url"),
         ({"kind": "compaction", "webhook_url": "javascript:alert(1)"}, "webhook_url"),
+        ({"kind": "compaction", "webhook_url": "http://0177.0.0.1:8204/"}, "webhook_url"),
+        ({"kind": "compaction", "webhook_url": "http://127.000.000.001/"}, "webhook_url"),
         ({"kind": "compaction", "match": "x" * 201}, "match"),
         ({"kind": "compaction", "colour": "red"}, "colour"),
     ],

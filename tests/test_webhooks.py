@@ -6,18 +6,27 @@ sharing one PostgreSQL database (each attempt made once)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
+import re
+import textwrap
+import threading
 import time
+import tracemalloc
+import uuid
+import zlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 from django.conf import settings as django_settings
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 from prometheus_client import REGISTRY
@@ -33,6 +42,12 @@ from tests.redis_server import RedisServer, available
 from tests.webhook_receiver import Received, Receiver
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(autouse=True)
+def allow_the_receivers(settings: Any) -> None:
+    """The receivers here listen on 127.0.0.1, which only the allow-list lets through."""
+    settings.REPLAY_WEBHOOK_ALLOW_HOSTS = core.allow_hosts("127.0.0.1")
 
 
 @pytest.fixture
@@ -235,7 +250,11 @@ def test_a_rule_made_in_the_admin_shows_its_secret_once(admin_client: Client) ->
 
 
 def server_env(**extra: str) -> dict[str, str]:
-    return {"REPLAY_ALERT_TICK_SECONDS": "1", "REPLAY_WEBHOOK_RETRY_SECONDS": "1"} | extra
+    return {
+        "REPLAY_ALERT_TICK_SECONDS": "1",
+        "REPLAY_WEBHOOK_RETRY_SECONDS": "1",
+        "REPLAY_WEBHOOK_ALLOW_HOSTS": "127.0.0.1",
+    } | extra
 
 
 def wait_until(check: Any, seconds: float = 15) -> None:
@@ -393,3 +412,168 @@ def test_delivery_is_never_inside_the_request_that_caused_it(tmp_path: Path) -> 
     finally:
         server.stop()
         receiver.stop()
+
+
+# -- one delivery's failure, a receiver's answer, a rule deleted meanwhile -------------------------
+
+
+def test_one_deliverys_failure_is_its_attempts_error_and_never_touches_anothers(
+    receiver: Receiver,
+) -> None:
+    """A URL the HTTP client cannot parse (stored before creation checked it, say) is that
+    attempt's error; the other deliveries of its batch are sent and recorded."""
+    good = services.alert_rule_create(kind="tool_error", match="good", webhook_url=receiver.url)
+    bad = services.alert_rule_create(kind="tool_error", match="bad", webhook_url=receiver.url)
+    fire(good, title="good run")
+    broken = fire(bad, title="bad run")
+    Delivery.objects.filter(alert=broken).update(url="http://0177.0.0.1:8204/")
+    deliver(2)
+    assert len(receiver.received) == 1
+    failed = DeliveryAttempt.objects.get(delivery__alert=broken)
+    assert failed.status_code is None and "InvalidURL" in failed.error
+    assert Delivery.objects.get(alert=broken).state == "pending"  # retried, not leased
+    assert Delivery.objects.get(alert__rule=good).state == "delivered"
+
+
+def test_a_rule_with_a_url_the_sender_cannot_parse_is_refused_in_the_admin(
+    admin_client: Client,
+) -> None:
+    from conversations.record.models import AlertRule
+
+    answer = admin_client.post(
+        "/admin/conversations/alertrule/add/",
+        {"kind": "tool_error", "webhook_url": "http://0177.0.0.1:8204/"},
+    )
+    assert answer.status_code == 200  # the form again, with the error on the field
+    assert "not a valid URL" in answer.content.decode() and not AlertRule.objects.exists()
+
+
+GZIP_BOMB_BYTES = 256 * 1024 * 1024  # decompressed; about 250 KB on the wire
+
+
+def gzip_bomb() -> Iterator[bytes]:
+    """GZIP_BOMB_BYTES of zeros, gzipped as it is sent (never held whole)."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    zeros = bytes(1024 * 1024)
+    for _ in range(GZIP_BOMB_BYTES // len(zeros)):
+        if chunk := packer.compress(zeros):
+            yield chunk
+    yield packer.flush()
+
+
+def test_a_receivers_answer_is_read_only_a_few_kb_and_never_decompressed(
+    receiver: Receiver,
+) -> None:
+    receiver.answer = lambda request, seen: (200, {"Content-Encoding": "gzip"})
+    receiver.body = gzip_bomb
+    rule = services.alert_rule_create(kind="tool_error", webhook_url=receiver.url)
+    alert = fire(rule)
+    tracemalloc.start()
+    try:
+        deliver(1)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 1024 * 1024, f"{peak / 2**20:.0f} MB held while sending one delivery"
+    assert Delivery.objects.get(alert=alert).state == "delivered"
+
+
+def test_a_rule_deleted_while_its_attempts_are_in_flight(receiver: Receiver) -> None:
+    """The DELETE answers 204 while the sender records a batch holding the rule's attempts
+    and the rule fires again; each attempt is recorded or its delivery is gone with the
+    rule, never left leased to be sent again.
+
+    Three threads on the database: the sender's, the DELETE's, and one appending an error
+    the rule would fire on, both let go (by a pre_delete receiver) after Django collected
+    what the DELETE deletes."""
+    from django.db.models.signals import pre_delete
+
+    _, token = services.api_token_create(label="operator")
+    answering = threading.Event()
+    receiver.answer = lambda request, seen: (answering.wait(10) and 200, {})
+    doomed = services.alert_rule_create(kind="tool_error", match="doomed", webhook_url=receiver.url)
+    kept = services.alert_rule_create(kind="tool_error", match="kept", webhook_url=receiver.url)
+    for n in range(3):
+        fire(doomed, title=f"doomed run {n}")
+        fire(kept, title=f"kept run {n}")
+    with ThreadPoolExecutor(2) as pool:
+        sending = pool.submit(deliver_one_batch)
+        receiver.wait_for(6)  # every attempt is in flight
+
+        def meanwhile(sender: Any, **kwargs: Any) -> None:
+            if answering.is_set():
+                return
+            answering.set()
+            firing = pool.submit(in_own_connection, partial(fire, doomed, "doomed run late"))
+            for job in (sending, firing):  # done, or waiting for this DELETE
+                with contextlib.suppress(Exception):
+                    job.result(timeout=1.5)
+
+        pre_delete.connect(meanwhile, sender=Delivery, weak=False)
+        try:
+            answer = Client().delete(
+                f"/api/alert-rules/{doomed.pk}", headers={"Authorization": f"Bearer {token}"}
+            )
+        finally:
+            pre_delete.disconnect(meanwhile, sender=Delivery)
+        assert answer.status_code == 204, answer.content
+        assert sending.result(timeout=10) == 6
+    assert not Alert.objects.filter(rule_id=doomed.pk).exists()
+    assert not Delivery.objects.filter(alert__rule_id=doomed.pk).exists()
+    kept_deliveries = Delivery.objects.filter(alert__rule=kept)
+    assert [d.state for d in kept_deliveries] == ["delivered"] * 3
+    assert DeliveryAttempt.objects.filter(delivery__alert__rule=kept).count() == 3
+    assert len(receiver.received) == 6  # and none re-sent
+
+
+def deliver_one_batch() -> int:
+    async def run() -> int:
+        async with alert_loop.client() as http:
+            return await alert_loop.deliver_due(http)
+
+    return asyncio.run(run())
+
+
+def in_own_connection(work: Any) -> None:
+    try:
+        work()
+    finally:
+        connection.close()
+
+
+def test_a_delivery_is_signed_with_its_timestamp_and_id_so_a_replay_is_refused(
+    receiver: Receiver,
+) -> None:
+    """X-Replay-Signature-V2 (docs/contract.md §11), checked by the receiver's snippet the
+    contract gives, with its tolerance."""
+    rule = services.alert_rule_create(kind="tool_error", webhook_url=receiver.url)
+    fire(rule)
+    before = int(time.time())
+    deliver(1)
+    (request,) = receiver.received
+    assert signed(rule.secret, request)  # the first signature is kept as it was
+    timestamp = int(request.headers["x-replay-timestamp"])
+    assert before <= timestamp <= time.time()
+    verify = contract_verifier()
+    delivery_id = request.headers["x-replay-delivery"]
+    v2 = request.headers["x-replay-signature-v2"]
+    signed_v2 = f"{timestamp}.{delivery_id}.".encode() + request.body
+    expected = hmac.new(rule.secret.encode(), signed_v2, hashlib.sha256).hexdigest()
+    assert v2 == f"t={timestamp},v1={expected}"
+    assert verify(rule.secret, request.headers, request.body, now=timestamp + 1)
+    changed = request.headers | {"x-replay-delivery": str(uuid.uuid4())}
+    assert not verify(rule.secret, changed, request.body, now=timestamp + 1)
+    assert not verify(rule.secret, request.headers, request.body + b" ", now=timestamp + 1)
+    assert not verify("another secret", request.headers, request.body, now=timestamp + 1)
+    assert verify(rule.secret, request.headers, request.body, now=timestamp + 299)
+    assert not verify(rule.secret, request.headers, request.body, now=timestamp + 301)
+
+
+def contract_verifier() -> Any:
+    """The receiver's check as docs/contract.md §11 gives it (its `verify`)."""
+    contract = (Path(__file__).parent.parent / "docs" / "contract.md").read_text()
+    snippet = re.search(r"```python\n( *# verify a delivery\n.*?)```", contract, re.S)
+    assert snippet, "docs/contract.md §11 gives the receiver's check"
+    found: dict[str, Any] = {}
+    exec(textwrap.dedent(snippet[1]), found)  # noqa: S102 (our own docs' snippet)
+    return found["verify"]

@@ -1,11 +1,12 @@
 """A real HTTP receiver for webhook tests: a thread on 127.0.0.1 that records every POST
-(path, headers, body, when) and answers as its `answer` function says."""
+(path, headers, body, when) and answers as its `answer` function says, with the body its
+`body` function streams (none by default; `sent` counts the bytes it managed to write)."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -37,6 +38,8 @@ class Receiver:
     port: int = 0
     received: list[Received] = field(default_factory=list)
     release: threading.Event = field(default_factory=threading.Event)  # ends any hang
+    body: Callable[[], Iterable[bytes]] | None = None  # streamed, then the connection closes
+    sent: int = 0
 
     def __post_init__(self) -> None:
         receiver = self
@@ -63,8 +66,17 @@ class Receiver:
                 self.send_response(status)
                 for name, value in headers.items():
                     self.send_header(name, value)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+                if receiver.body is None:
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                self.end_headers()  # HTTP/1.0 without a length: the body ends with the connection
+                try:
+                    for chunk in receiver.body():
+                        self.wfile.write(chunk)
+                        receiver.sent += len(chunk)
+                except OSError:
+                    pass  # the client closed the connection
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

@@ -1,5 +1,6 @@
 """Alerts (docs/contract.md §11), the pure part: which conversations a rule watches, when
-pressure is reached, how long a failed webhook waits, and how its body is signed.
+pressure is reached, how long a failed webhook waits, how its body is signed, and which
+addresses a webhook may be sent to.
 
 No Django: the record's alert service and the webhook sender call these.
 """
@@ -8,7 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
+import re
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
@@ -79,6 +83,88 @@ def masked_url(url: str) -> str:
         return MASKED_USERINFO
     host = parts.netloc.rpartition("@")[2]  # the host and port as stored, IPv6 brackets kept
     return urlunsplit(parts._replace(netloc=f"{MASKED_USERINFO}@{host}"))
+
+
+def signature_v2(secret: str, timestamp: int, delivery_id: str, body: bytes) -> str:
+    """`X-Replay-Signature-V2`: `t=TIMESTAMP,v1=HEX`, the HMAC-SHA256 of
+    `TIMESTAMP.DELIVERY_ID.BODY`, so a captured delivery cannot be sent again later or
+    under another delivery's id (the receiver checks both)."""
+    signed = f"{timestamp}.{delivery_id}.".encode() + body
+    return f"t={timestamp},v1=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+
+
+# -- webhook targets -----------------------------------------------------------------------------
+
+Address: TypeAlias = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
+HOST_NAME = re.compile(
+    r"^(?=.{1,253}$)([a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*\.?$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AllowHosts:
+    """The webhook targets allowed although not public (`REPLAY_WEBHOOK_ALLOW_HOSTS`):
+    host names (as the URL spells them) and networks (an address is a one-address one)."""
+
+    names: frozenset[str] = frozenset()
+    networks: tuple[Network, ...] = ()
+
+
+def allow_hosts(value: str) -> AllowHosts:
+    """Parse comma-separated names, addresses or networks (`hooks.internal, 10.0.0.0/8,
+    127.0.0.1, [::1]`). Raises ValueError naming the entry that is none of them."""
+    names: set[str] = set()
+    networks: list[Network] = []
+    for raw in value.split(","):
+        item = raw.strip().lower()
+        if not item:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(item.strip("[]"), strict=False))
+            continue
+        except ValueError:
+            pass
+        if not HOST_NAME.match(item) or item.replace(".", "").isdigit():
+            raise ValueError(f"{raw.strip()!r} is not a host name, an address or a network")
+        names.add(item.rstrip("."))
+    return AllowHosts(frozenset(names), tuple(networks))
+
+
+def target_refused(host: str, addresses: Iterable[str], allowed: AllowHosts) -> str:
+    """Why a webhook may not be sent to `host` resolved to `addresses` ("" if it may):
+    every address must be public (not loopback, private, link-local, unspecified or
+    another special-purpose range) unless the name or a network of `allowed` allows it."""
+    name = host.strip("[]").lower().rstrip(".")
+    if name in allowed.names:
+        return ""
+    found = False
+    for text in addresses:
+        found = True
+        address: Address = ipaddress.ip_address(text.split("%", 1)[0])
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped  # ::ffff:127.0.0.1 is 127.0.0.1
+        if address.is_global and not address.is_multicast:
+            continue
+        if any(address in network for network in allowed.networks):
+            continue
+        return (
+            f"refused: {name} is {address}, {_address_kind(address)}; "
+            "REPLAY_WEBHOOK_ALLOW_HOSTS allows receivers inside the network"
+        )
+    return "" if found else f"refused: {name} resolves to no address"
+
+
+def _address_kind(address: Address) -> str:
+    if address.is_unspecified:
+        return "the unspecified address"
+    if address.is_loopback:
+        return "a loopback address"
+    if address.is_link_local:
+        return "a link-local address"
+    if address.is_private:
+        return "a private address"
+    return "not a public address"
 
 
 def cut(text: str, limit: int) -> str:

@@ -28,6 +28,16 @@ class AlertRuleForm(forms.ModelForm[AlertRule]):
             "match": "only conversations whose title or metadata source contains this",
         }
 
+    def clean_webhook_url(self) -> str:
+        """The service's own check of the URL, on the field (docs/contract.md §11)."""
+        url = str(self.cleaned_data.get("webhook_url") or "").strip()
+        if url:
+            try:
+                services.webhook_url_check(url=url)
+            except services.IngestError as exc:
+                raise forms.ValidationError(str(exc)) from None
+        return url
+
 
 @admin.register(AlertRule)
 class AlertRuleAdmin(ReplayAdmin[AlertRule]):

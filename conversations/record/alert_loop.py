@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import sys
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
@@ -40,6 +41,10 @@ ATTEMPTS_PER_SECOND = 10  # per process, on average over a batch
 # A conversation's `pressure` rules are evaluated at most this often (their figure is
 # counted over the conversation until the per-message figures kept at ingest replace it).
 PRESSURE_EVERY = 2.0
+# Of a receiver's answer this much of its body is read at most (raw, never decompressed: a
+# gzip bomb stays a few KB); the start of a failure's is kept in its attempt's error.
+ANSWER_BYTES = 4096
+ANSWER_SHOWN_CHARS = 200
 
 
 async def in_thread(function: Callable[[], T]) -> T:
@@ -105,12 +110,64 @@ class AlertLoop:
                     await _wait(self.send_soon, settings.REPLAY_ALERT_TICK_SECONDS)
 
 
-def client() -> httpx2.AsyncClient:
-    """The webhooks' HTTP client: redirects are not followed, no proxy from the environment."""
+# A host and port → the addresses they resolve to (tests give a resolver of their own).
+Resolver = Callable[[str, int], Awaitable[list[str]]]
+
+
+async def system_resolver(host: str, port: int) -> list[str]:
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [str(info[4][0]) for info in infos]
+
+
+class TargetRefused(Exception):
+    """The target is not a public address, nor allowed (the message says which)."""
+
+
+class CheckedTransport(httpx2.AsyncBaseTransport):
+    """Resolves each request's host once, refuses it unless every address it resolves to
+    is public or allowed (`REPLAY_WEBHOOK_ALLOW_HOSTS`), and connects to the address it
+    checked: the name is not resolved again, so a rebinding DNS answer does not pass. TLS
+    still names and verifies the host (httpcore's `sni_hostname`)."""
+
+    def __init__(self, resolver: Resolver) -> None:
+        self.resolver = resolver
+        # No connection kept: one to an address is not reused for another name there.
+        self.inner = httpx2.AsyncHTTPTransport(
+            trust_env=False, limits=httpx2.Limits(max_keepalive_connections=0)
+        )
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        url = request.url
+        host = url.raw_host.decode("ascii")
+        port = url.port or (443 if url.scheme == "https" else 80)
+        try:
+            addresses = await self.resolver(host, port)
+        except OSError as exc:
+            raise httpx2.ConnectError(f"{host} does not resolve: {exc}", request=request) from exc
+        refused = core.target_refused(host, addresses, settings.REPLAY_WEBHOOK_ALLOW_HOSTS)
+        if refused:
+            raise TargetRefused(refused)
+        checked = httpx2.Request(
+            request.method,
+            url.copy_with(host=addresses[0]),
+            headers=request.headers,  # its Host names the host, as the URL did
+            stream=request.stream,
+            extensions=request.extensions | {"sni_hostname": host},
+        )
+        return await self.inner.handle_async_request(checked)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def client(*, resolver: Resolver = system_resolver) -> httpx2.AsyncClient:
+    """The webhooks' HTTP client: redirects are not followed, no proxy from the environment,
+    targets checked as they are connected to (CheckedTransport)."""
     return httpx2.AsyncClient(
         follow_redirects=False,
         timeout=core.TIMEOUT_SECONDS,
         headers={"User-Agent": USER_AGENT},
+        transport=CheckedTransport(resolver),
         trust_env=False,
     )
 
@@ -153,10 +210,14 @@ async def _wait(event: asyncio.Event, seconds: float) -> None:
 
 
 async def attempt(http: httpx2.AsyncClient, claimed: webhooks.Claimed) -> webhooks.Outcome:
-    """POST one delivery; how it went (never raises)."""
+    """POST one delivery; how it went (never raises: whatever goes wrong is this attempt's
+    error, and the other attempts of its batch are recorded as they went)."""
     at = timezone.now()
     started = time.monotonic()
-    status, error = await post(http, claimed)
+    try:
+        status, error = await post(http, claimed)
+    except Exception as exc:
+        status, error = None, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     duration = int((time.monotonic() - started) * 1000)
     if error:
         log.info("webhook delivery %s attempt %d: %s", claimed.delivery_id, claimed.number, error)
@@ -164,17 +225,32 @@ async def attempt(http: httpx2.AsyncClient, claimed: webhooks.Claimed) -> webhoo
 
 
 async def post(client: httpx2.AsyncClient, claimed: webhooks.Claimed) -> tuple[int | None, str]:
-    """(status, error): error is "" for a 2xx answer."""
+    """(status, error): error is "" for a 2xx answer. Reads at most ANSWER_BYTES of the
+    answer's body, raw."""
+    timestamp = int(time.time())  # the attempt's: a receiver refuses an old one
     headers = {
         "Content-Type": "application/json",
         "X-Replay-Signature": core.signature(claimed.secret, claimed.body),
+        "X-Replay-Timestamp": str(timestamp),
+        "X-Replay-Signature-V2": core.signature_v2(
+            claimed.secret, timestamp, claimed.delivery_id, claimed.body
+        ),
         "X-Replay-Delivery": claimed.delivery_id,
     }
     try:
-        async with asyncio.timeout(core.TIMEOUT_SECONDS):
-            response = await client.post(claimed.url, content=claimed.body, headers=headers)
+        async with (
+            asyncio.timeout(core.TIMEOUT_SECONDS),
+            client.stream("POST", claimed.url, content=claimed.body, headers=headers) as response,
+        ):
+            start = bytearray()
+            async for chunk in response.aiter_raw():
+                start += chunk[: ANSWER_BYTES - len(start)]
+                if len(start) >= ANSWER_BYTES:
+                    break  # closing the response closes its connection, the rest unread
     except (TimeoutError, httpx2.TimeoutException):
         return None, f"no answer within {core.TIMEOUT_SECONDS:g} s"
+    except TargetRefused as exc:
+        return None, str(exc)
     except httpx2.HTTPError as exc:
         return None, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     status = response.status_code
@@ -183,7 +259,10 @@ async def post(client: httpx2.AsyncClient, claimed: webhooks.Claimed) -> tuple[i
     if 300 <= status < 400:
         where = response.headers.get("Location", "")[:200]
         return status, f"answered {status}, a redirect to {where!r}, which is not followed"
-    return status, f"answered {status}"
+    said = ""
+    if start and response.headers.get("Content-Encoding", "identity") == "identity":
+        said = ": " + core.cut(start.decode("utf-8", "replace").strip(), ANSWER_SHOWN_CHARS)
+    return status, f"answered {status}{said}"
 
 
 # -- one per server event loop -------------------------------------------------------------------

@@ -24,6 +24,7 @@ from conversations.record.services.alerts import (
     alerts_due,
     alerts_evaluate,
     alerts_on_commit,
+    webhook_url_check,
 )
 from conversations.record.services.api_tokens import (
     api_token_create,
@@ -136,6 +137,7 @@ __all__ = [
     "alerts_due",
     "alerts_evaluate",
     "alerts_on_commit",
+    "webhook_url_check",
     "Outcome",
     "deliveries_attempted",
     "deliveries_claim",

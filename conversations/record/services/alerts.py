@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from typing import Any, Literal, assert_never, cast
-from urllib.parse import urlsplit
 
+import httpx2
 import orjson
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -86,7 +86,7 @@ def alert_rule_create(
         raise IngestError("match", f"match must be at most {core.MATCH_CHARS} characters, no NUL")
     webhook_url = (webhook_url or "").strip()
     if webhook_url:
-        _check_url(webhook_url)
+        webhook_url_check(url=webhook_url)
     if AlertRule.objects.count() >= MAX_RULES:
         raise IngestError("kind", f"there are {MAX_RULES} rules already; delete one first")
     if kind == "pressure" and threshold_percent is None:
@@ -104,25 +104,40 @@ def alert_rule_create(
     )
 
 
-def _check_url(url: str) -> None:
+def webhook_url_check(*, url: str) -> None:
+    """Raise IngestError naming `webhook_url` unless the sender can POST to `url`: it is
+    parsed by the sender's own HTTP client (`0177.0.0.1` is refused here, not at every
+    attempt). Whether its address may be sent to is checked at send time (§11)."""
     if len(url) > URL_CHARS:
         raise IngestError("webhook_url", f"webhook_url must be at most {URL_CHARS} characters")
+    if any(c.isspace() or ord(c) < 32 for c in url):
+        raise IngestError("webhook_url", "webhook_url must not hold spaces or control characters")
     try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 (raises on a bad port)
-    except ValueError:
-        raise IngestError("webhook_url", "webhook_url is not a valid URL") from None
-    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        parsed = httpx2.URL(url)
+    except (httpx2.InvalidURL, TypeError, ValueError) as exc:
+        raise IngestError("webhook_url", f"webhook_url is not a valid URL: {exc}") from None
+    if parsed.scheme not in {"http", "https"} or not parsed.host:
         raise IngestError(
             "webhook_url", "webhook_url must be an http:// or https:// URL with a host"
         )
-    if any(c.isspace() or ord(c) < 32 for c in url):
-        raise IngestError("webhook_url", "webhook_url must not hold spaces or control characters")
 
 
 def alert_rule_delete(*, rule: AlertRule) -> None:
-    """Delete a rule with its alerts and their pending deliveries; badges update on commit."""
+    """Delete a rule with its alerts and their pending deliveries; badges update on commit.
+
+    While the alert loop writes: its clocks, the rule and its deliveries are locked before
+    Django collects what to delete, so an alert fired or an attempt recorded meanwhile is
+    either collected (committed first) or waits and finds the rule gone (never a foreign
+    key error here). Locked in the order the loop takes them: clocks, rule, deliveries."""
     with transaction.atomic():
+        list(AlertTimer.objects.select_for_update().filter(rule=rule).order_by("pk"))
+        list(AlertRule.objects.select_for_update().filter(pk=rule.pk))
+        list(
+            Delivery.objects.select_for_update(of=("self",))
+            .filter(alert__rule=rule)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
         touched = list(
             Alert.objects.filter(rule=rule, acknowledged_at__isnull=True)
             .values_list("conversation_id", flat=True)

@@ -80,9 +80,20 @@ class Outcome:
 def deliveries_attempted(outcomes: Sequence[Outcome]) -> None:
     """Record a batch of attempts in one transaction: a 2xx answer delivers; anything else
     is retried after the next doubling wait, or fails once that would be past 24 hours
-    after the alert fired."""
+    after the alert fired. An attempt whose delivery was deleted meanwhile (with its rule)
+    is not recorded: it went with the delivery; the others are."""
     now = timezone.now()
     with transaction.atomic():
+        # Locked first: a rule deleted now waits for these to be recorded, one deleted
+        # before leaves its deliveries out here (docs/contract.md §11).
+        present = {
+            str(pk)
+            for pk in Delivery.objects.select_for_update()
+            .filter(pk__in=[o.claimed.delivery_id for o in outcomes])
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        }
+        outcomes = [o for o in outcomes if o.claimed.delivery_id in present]
         DeliveryAttempt.objects.bulk_create(
             DeliveryAttempt(
                 delivery_id=o.claimed.delivery_id,
