@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import Client
 
-from conversations.record import selectors, services, shapes, streams
+from conversations.core.compact import Policy
+from conversations.core.options import ReplayOptions
+from conversations.core.replay import Shape
+from conversations.record import preview_counts, selectors, services, shapes, streams
 from conversations.record.models import Conversation
 from conversations.record.schemas import TextIn
 from tests.importdata import request_bodies
@@ -80,6 +83,53 @@ def test_streamed_reads_send_the_bytes_of_the_whole_reads(
             assert response.status_code == 200
             assert response.streaming
             assert response.content == text, (vision, shape)
+
+
+POLICIES = [
+    {"compact": "microcompact"},
+    {"compact": "microcompact", "keep": "0"},
+    {"compact": "clear_tool_uses", "trigger": "0"},
+    {"compact": "clear_tool_uses", "trigger": "0", "keep": "1", "clear_tool_inputs": "true"},
+    {"compact": "clear_tool_uses"},
+    {"compact": "clear_thinking"},
+    {"compact": "clear_thinking", "keep": "0"},
+    {"compact": "boundary"},
+]
+
+
+@pytest.mark.sqlite
+@pytest.mark.parametrize(("format", "raw"), SOURCES, ids=[f for f, _ in SOURCES])
+def test_compacted_payloads_stream_the_bytes_of_the_whole_read(
+    api: Any, operator_client: Client, small_reads: None, format: str, raw: bytes
+) -> None:
+    """Every policy and toggle: the API's and the download's bytes are those of the payload
+    built whole (`preview_counts.compacted_payload`), sent as they are read."""
+    conversation = imported(format, raw)
+    cid = conversation.pk
+    for query in POLICIES:
+        policy = Policy.from_query(query)
+        assert policy is not None
+        for vision, shape in TOGGLES:
+            options = ReplayOptions(vision, cast(Shape, shape))
+            whole = orjson.dumps(preview_counts.compacted_payload(conversation, options, policy))
+            for response in (
+                api.get(f"/api/conversations/{cid}/replay", **toggles(vision, shape), **query),
+                operator_client.get(f"/c/{cid}/replay.json", toggles(vision, shape) | query),
+            ):
+                assert response.status_code == 200
+                assert response.streaming, (query, vision, shape)
+                assert response.content == whole, (query, vision, shape)
+
+
+@pytest.mark.sqlite
+def test_a_boundary_payload_streams_from_the_boundary(api: Any, small_reads: None) -> None:
+    conversation = texts(7)
+    conversation.metadata = {"compact_boundaries": [{"seq": 4}]}
+    conversation.save(update_fields=["metadata"])
+    response = api.get(f"/api/conversations/{conversation.pk}/replay", compact="boundary")
+    assert response.streaming
+    body = orjson.loads(response.content)
+    assert [m["content"][:3] for m in body["messages"]] == ["004", "005", "006"]
 
 
 @pytest.mark.sqlite
