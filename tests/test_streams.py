@@ -131,13 +131,28 @@ def test_compacted_payloads_stream_the_bytes_of_the_whole_read(
 
 @pytest.mark.sqlite
 def test_a_boundary_payload_streams_from_the_boundary(api: Any, small_reads: None) -> None:
-    conversation = texts(7)
-    conversation.metadata = {"compact_boundaries": [{"seq": 4}]}
+    """Messages before the last boundary are left out, system messages too (the anthropic
+    shape lifts only those after it)."""
+    conversation = services.conversation_create(title="Boundary")
+    for seq, role in enumerate(["system", "user", "assistant", "system", "user", "assistant"]):
+        blocks = [TextIn(type="text", text=f"{seq:03d} {role}")]
+        services.message_append(conversation=conversation, role=role, blocks=blocks)
+    conversation.metadata = {"compact_boundaries": [{"seq": 1}, {"seq": 3}]}
     conversation.save(update_fields=["metadata"])
-    response = api.get(f"/api/conversations/{conversation.pk}/replay", compact="boundary")
-    assert response.streaming
-    body = orjson.loads(response.content)
-    assert [m["content"][:3] for m in body["messages"]] == ["004", "005", "006"]
+    policy = Policy(name="boundary")
+    path = f"/api/conversations/{conversation.pk}/replay"
+    for shape in ("openai", "anthropic"):
+        options = ReplayOptions(True, cast(Shape, shape))
+        whole = orjson.dumps(preview_counts.compacted_payload(conversation, options, policy))
+        response = api.get(path, compact="boundary", shape=shape)
+        assert response.streaming
+        assert response.content == whole, shape
+        body = orjson.loads(response.content)
+        if shape == "anthropic":
+            assert body["system"] == "003 system"
+            assert [m["content"][:3] for m in body["messages"]] == ["004", "005"]
+        else:
+            assert [m["content"][:3] for m in body["messages"]] == ["003", "004", "005"]
 
 
 @pytest.mark.sqlite
