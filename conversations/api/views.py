@@ -10,7 +10,6 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-import orjson
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.paginator import EmptyPage, PageNotAnInteger, Paginator
@@ -303,13 +302,14 @@ def replay_payload(request: HttpRequest, conversation_id: str) -> HttpResponseBa
     found = _conversation(conversation_id)
     options = replay_options(request)
     policy = compact_policy(request)
-    if policy is None:
-        pieces = streams.replay_pieces(
-            found, vision=options.vision, shape=options.shape, stop=found.message_count
-        )
-        return streams.StreamedResponse(pieces, content_type="application/json")
-    body = orjson.dumps(preview_counts.compacted_payload(found, options, policy))
-    return HttpResponse(body, content_type="application/json")
+    # A policy's decisions are made over the whole record first (from the blocks it looks
+    # at), then the compacted messages stream like the rest (docs/contract.md §7).
+    result = preview_counts.payload_result(found, options, policy) if policy else None
+    pieces = streams.replay_pieces(
+        found, vision=options.vision, shape=options.shape, stop=found.message_count,
+        result=result,
+    )  # fmt: skip
+    return streams.StreamedResponse(pieces, content_type="application/json")
 
 
 @api("GET")
