@@ -18,7 +18,14 @@ from django.http.response import HttpResponseBase
 from django.urls import reverse
 from pydantic import ValidationError
 
-from conversations.api.decorators import TOKEN_LABEL, api, json_response, parse_json, validate
+from conversations.api.decorators import (
+    TOKEN_LABEL,
+    api,
+    json_response,
+    parse_json,
+    schema_error,
+    validate,
+)
 from conversations.api.errors import ApiError, too_big
 from conversations.core import importers
 from conversations.core.compact import Policy
@@ -48,8 +55,6 @@ from conversations.record.schemas import (
     NoteIn,
     NotePatch,
     ShareIn,
-    error_list,
-    error_sentence,
 )
 
 PAGE_SIZE = 50
@@ -283,7 +288,7 @@ def blocks(request: HttpRequest, conversation_id: str, seq: int) -> HttpResponse
     try:
         block_in = BLOCK_ADAPTER.validate_python(data)
     except ValidationError as exc:
-        raise ApiError(400, error_sentence(exc), errors=error_list(exc)) from None
+        raise schema_error(exc) from None
     block = services.block_append(message=message, block=block_in)
     return json_response(
         {
