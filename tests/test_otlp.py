@@ -486,9 +486,7 @@ def test_a_spans_usage_is_kept_on_its_output_not_on_the_history_it_repeats(token
     call, whose usage was another span's."""
     examples = {
         e.get("anchor"): e["value"]
-        for e in json.loads((REAL / "otel_genai_semconv_examples.json").read_text())[
-            "examples"
-        ]
+        for e in json.loads((REAL / "otel_genai_semconv_examples.json").read_text())["examples"]
     }
     export = _span_with_usage(
         examples["gen-ai-input-messages-tool-call-span-2"],
