@@ -350,3 +350,51 @@ def test_a_claude_code_compaction_past_200k_is_evidence_of_the_1m_window(
     assert (data["window"], data["window_source"]) == (1_000_000, "compaction")
     html = operator_client.get(f"/c/{cid}/").content.decode()
     assert "window 1,000,000 — Claude Code&#x27;s 1M context (it compacted at 412,345" in html
+
+
+def test_an_otel_import_measures_the_next_request_at_the_spans_own_answer(
+    api: ApiClient,
+) -> None:
+    """One exported span whose input repeats three long earlier turns: its usage is its
+    answer's, so nothing is counted twice (docs/contract.md §6, §7)."""
+    import json
+
+    def part(role: str, text: str) -> dict[str, Any]:
+        return {"role": role, "parts": [{"type": "text", "content": text}]}
+
+    history = []
+    for n in range(3):
+        history += [part("user", f"Step {n}?"), part("assistant", "lorem ipsum " * 1_500)]
+    attributes = {
+        "gen_ai.input.messages": json.dumps([*history, part("user", "And now?")]),
+        "gen_ai.output.messages": json.dumps([part("assistant", "Done.")]),
+        "gen_ai.request.model": "gpt-4o",
+        "gen_ai.response.id": "chatcmpl-1",
+        "gen_ai.usage.input_tokens": 14_000,
+    }
+    span = {
+        "traceId": "ab" * 16,
+        "spanId": "cd" * 8,
+        "startTimeUnixNano": "1",
+        "attributes": [
+            {"key": k, "value": {"intValue": str(v)} if isinstance(v, int) else {"stringValue": v}}
+            for k, v in attributes.items()
+        ],
+    }
+    body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+    response = api.client.post(
+        "/api/imports?format=otel-genai",
+        body,
+        content_type="application/octet-stream",
+        headers=api._headers(None),
+    )
+    assert response.status_code == 201, response.content[:300]
+    data = context(api, response.json()["id"])
+    last = data["messages"][-1]
+    assert data["next_request"] == {
+        "tokens": 14_000 + last["tokens"],
+        "basis": "measured",
+        "measured_seq": last["seq"],
+    }
+    assert data["unrecorded"]["measured_seq"] == last["seq"]
+    assert data["total"] + data["unrecorded"]["tokens"] == data["next_request"]["tokens"]

@@ -14,6 +14,7 @@ import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Literal, TypeAlias
 
 from conversations.core.options import OptionError
 
@@ -23,6 +24,10 @@ MAX_WINDOW = 100_000_000
 CLAUDE_CODE_WINDOW = 200_000
 CLAUDE_CODE_1M_WINDOW = 1_000_000
 CLAUDE_CODE_1M_MARKS = ("[1m]", "context-1m")
+# Where a window's figure came from, as the context API's `window_source` names it.
+Source: TypeAlias = Literal[
+    "view", "conversation", "claude-code", "claude-code-1m", "compaction", "table"
+]
 
 
 @functools.lru_cache(maxsize=1024)
@@ -52,7 +57,7 @@ class Window:
 
     tokens: int | None
     model: str
-    source: str
+    source: Source
     pre_tokens: int | None = None
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import assert_never
 
 from conversations.core import tokens
 from conversations.core.context_windows import Window
@@ -181,8 +182,10 @@ def window_origin(window: Window) -> str:
                 f"Claude Code's 1M context (it compacted at {window.pre_tokens or 0:,} tokens, "
                 f"past the default 200,000){model}"
             )
-        case _:
+        case "table":
             return f"from the model table{model}"
+        case _:
+            assert_never(window.source)
 
 
 def pressure_view(p: Pressure, total_blocks: int) -> PressureView:
