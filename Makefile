@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
+# What a client may send on a live socket: a page's resume report, 4 KB at most
+# (conversations/core/socket_window.py CLIENT_BYTES; docs/contract.md §4 Bounds).
+DAPHNE_OPTIONS := --websocket-max-message-size=4096 --websocket-max-frame-size=4096
 
 .PHONY: install install-prod run test test-sqlite test-sqlite-all test-postgres lint bench bench-scale clean
 
@@ -25,7 +28,7 @@ run: install
 	DJANGO_DEBUG=1 $(BIN)/python manage.py migrate --noinput
 	DJANGO_DEBUG=1 $(BIN)/python manage.py load_demo
 	DJANGO_DEBUG=1 $(BIN)/python manage.py ensure_operator --url http://127.0.0.1:$(PORT)/
-	DJANGO_DEBUG=1 $(BIN)/daphne -b 127.0.0.1 -p $(PORT) replaysite.asgi:application
+	DJANGO_DEBUG=1 $(BIN)/daphne -b 127.0.0.1 -p $(PORT) $(DAPHNE_OPTIONS) replaysite.asgi:application
 
 lint: install
 	$(BIN)/ruff check .

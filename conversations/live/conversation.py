@@ -16,7 +16,7 @@ from channels.db import database_sync_to_async
 
 from conversations.core import bursts, context_windows, page_windows, replay
 from conversations.core.options import OptionError
-from conversations.core.socket_window import HeldWindow, parse_report
+from conversations.core.socket_window import CLIENT_BYTES, HeldWindow, RefusedReport, parse_report
 from conversations.live import fragments
 from conversations.live.fanout import Fanout, fanout
 from conversations.live.internals import Shared
@@ -142,8 +142,17 @@ class ConversationConsumer(Watcher):
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """A resume report (`socket_window.parse_report`): what the client misses is sent
-        from the database; anything else is ignored."""
-        report = parse_report(text_data or "")
+        from the database; anything else is ignored, and a message no page sends (over
+        CLIENT_BYTES, more than a window) closes the socket with 4400 (docs/contract.md §4)."""
+        if bytes_data is not None and len(bytes_data) > CLIENT_BYTES:
+            await self.shut(BAD_REQUEST)
+            return
+        try:
+            report = parse_report(text_data or "")
+        except RefusedReport as refused:
+            log.info("closing a socket that sent %s", refused)
+            await self.shut(BAD_REQUEST)
+            return
         if report is None:
             return
         async with self.lock:
