@@ -3,9 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
-# What a client may send on a live socket: a page's resume report, 4 KB at most
-# (conversations/core/socket_window.py CLIENT_BYTES; docs/contract.md §4 Bounds).
-DAPHNE_OPTIONS := --websocket-max-message-size=4096 --websocket-max-frame-size=4096
+# What a client may send on a live socket: a frame of 4 KB at most, a page's resume report
+# (docs/contract.md §4 Bounds). The message cap holds for what the server sends too: its
+# largest frame, 256 KB.
+DAPHNE_OPTIONS := --websocket-max-frame-size=4096 --websocket-max-message-size=262144
 
 .PHONY: install install-prod run test test-sqlite test-sqlite-all test-postgres lint bench bench-scale clean
 

@@ -17,7 +17,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
-from conversations.core import socket_window
+from conversations.core import page_windows, socket_window
 from conversations.record import services
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,10 +145,11 @@ class Server:
 
 
 # daphne's options as the deployment and `make run` pass them (tests/test_socket_bounds.py
-# checks that they do): a client's message is capped at what a page sends (§4 Bounds).
+# checks that they do): a client's frame is capped at what a page sends (§4 Bounds). The
+# message cap is autobahn's for both directions, so it is the server's largest frame.
 DAPHNE_OPTIONS = (
-    f"--websocket-max-message-size={socket_window.CLIENT_BYTES}",
     f"--websocket-max-frame-size={socket_window.CLIENT_BYTES}",
+    f"--websocket-max-message-size={page_windows.FRAME_BYTES}",
 )
 
 

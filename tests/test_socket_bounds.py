@@ -17,6 +17,8 @@ from websockets.sync.client import ClientConnection
 
 from conversations.core import page_windows, socket_window
 from conversations.record import services
+from conversations.record.models import Conversation
+from conversations.record.schemas import BLOCK_ADAPTER
 from tests.conftest import DAPHNE_OPTIONS, ROOT, Server
 from tests.test_live_e2e import open_socket
 
@@ -28,12 +30,19 @@ def report(counts: int) -> str:
 
 
 @pytest.fixture
-def share_url(daphne: Server) -> str:
-    """A live share link's socket: anyone who holds the link may open it."""
+def shared(daphne: Server) -> tuple[str, str]:
+    """A live share link's socket (anyone who holds the link may open it), and its
+    conversation, holding one message without blocks."""
     conversation = services.conversation_create(title="shared")
     services.message_append(conversation=conversation, role="user", blocks=[])
     _, token = services.share_create(conversation=conversation)
-    return daphne.url.replace("http://", "ws://", 1) + f"/ws/s/{token}/?report=1"
+    url = daphne.url.replace("http://", "ws://", 1) + f"/ws/s/{token}/?report=1"
+    return url, str(conversation.id)
+
+
+@pytest.fixture
+def share_url(shared: tuple[str, str]) -> str:
+    return shared[0]
 
 
 @pytest.fixture
@@ -69,6 +78,11 @@ def test_a_frame_over_the_cap_closes_with_1009(
     ws = connect(share_url, daphne, opened)
     ws.send(report(20_000))  # ~60 KB: far more than a page's report ever holds
     assert close_code(ws) == 1009
+    # The same in frames under the cap: heard whole, refused unread.
+    ws = connect(share_url, daphne, opened)
+    big = report(20_000)
+    ws.send(big[i : i + 1000] for i in range(0, len(big), 1000))
+    assert close_code(ws) == 4400
     # A report at the cap itself is heard (the socket stays open and answers it).
     ws = connect(share_url, daphne, opened)
     padded = report(page_windows.DOCUMENT)
@@ -77,6 +91,23 @@ def test_a_frame_over_the_cap_closes_with_1009(
     ws.send(padded)
     with pytest.raises(TimeoutError):
         ws.recv(timeout=0.5)  # nothing missing, nothing sent, and not closed
+
+
+def test_frames_larger_than_the_client_cap_still_reach_the_page(
+    daphne: Server, shared: tuple[str, str], opened: list[ClientConnection]
+) -> None:
+    # daphne's message cap holds for what the server sends too: it is the largest frame.
+    url, conversation_id = shared
+    services.message_append(
+        conversation=Conversation.objects.get(pk=conversation_id),
+        role="user",
+        blocks=[BLOCK_ADAPTER.validate_python({"type": "text", "text": "long " * 4000})],
+    )
+    ws = connect(url, daphne, opened)
+    ws.send(report(1))  # it holds message 0 (no blocks): the resync sends message 1
+    frame = ws.recv(timeout=10)
+    assert isinstance(frame, str) and 'data-seq="1"' in frame
+    assert len(frame.encode()) > socket_window.CLIENT_BYTES
 
 
 def test_a_report_of_more_than_a_window_closes_with_4400(

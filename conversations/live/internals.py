@@ -18,7 +18,7 @@ own `sendData` would write them, without the debug line autobahn formats (in col
 every write: at a thousand sockets that formatting cost more than the writes. Anywhere
 else (channels' test communicator, another server) frames go through the ASGI send as
 usual. `Wire` also turns off autobahn's `failByDrop` on that protocol, so that a client's
-message over daphne's cap closes with 1009 rather than a dropped connection.
+frame over daphne's cap closes with 1009 rather than a dropped connection.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class Wire:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> Any:
         wire = wire_of(send)
         if wire is not None:
-            # A message over daphne's cap (--websocket-max-message-size) is refused with a
+            # A frame over daphne's cap (--websocket-max-frame-size) is refused with a
             # 1009 close the page can read, not by dropping the TCP connection (autobahn's
             # default; daphne has no option for it). `failByDrop` is autobahn's documented
             # protocol option, read when a connection fails: set before any client frame.
