@@ -280,7 +280,8 @@ if REDIS_URL:
         raise ImproperlyConfigured(f"REDIS_URL must be a redis:// URL, not {REDIS_URL!r}.")
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # channels-redis's, outlasting an outage (conversations/live/layers.py).
+            "BACKEND": "conversations.live.layers.OutlastingRedisChannelLayer",
             # redis-py's 5 s default read timeout would cut channels-redis's 5 s blocking
             # receive on an idle socket; give the read some room.
             "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 10}]},
