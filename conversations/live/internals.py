@@ -59,7 +59,7 @@ class Wire:
             # 1009 close the page can read, not by dropping the TCP connection (autobahn's
             # default; daphne has no option for it). `failByDrop` is autobahn's documented
             # protocol option, read when a connection fails: set before any client frame.
-            wire.failByDrop = False
+            wire.failByDrop = False  # type: ignore[attr-defined]  # set from the factory
         return await self.inner(dict(scope, **{WIRE: wire}), receive, send)
 
 

@@ -89,7 +89,7 @@ class Outage:
 outage = Outage(time.monotonic)
 
 
-class OutlastingRedisChannelLayer(RedisChannelLayer):
+class OutlastingRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # untyped package
     """channels-redis's layer, for a process that keeps serving while Redis is unreachable:
     a receive waits for Redis to come back, a group join or leave that fails is left to the
     sockets' group refresh (which resyncs them from the database); sends still raise."""
