@@ -29,7 +29,6 @@ from django.test import Client
 
 from conversations.core.socket_window import CLIENT_BYTES
 from conversations.dashboard import socket_urls as routing
-from conversations.live import conversation as live_conversation
 from conversations.record import events, services
 from conversations.record.models import Conversation, Message
 from conversations.record.schemas import BLOCK_ADAPTER, MessageIn
@@ -439,9 +438,9 @@ async def test_a_socket_that_says_it_reports_takes_nothing_before_its_late_repor
 
 @in_loop
 async def test_a_socket_whose_promised_report_never_comes_closes_for_a_reconnect(
-    operator: Client, monkeypatch: pytest.MonkeyPatch
+    operator: Client, settings: Any
 ) -> None:
-    monkeypatch.setattr(live_conversation, "REPORT_WAIT", 0.5)
+    settings.REPLAY_REPORT_WAIT_SECONDS = 0.5
     conversation = await sync_to_async(create)()
     cid = conversation.id
     await sync_to_async(append)(cid, "user", [text("m0")])

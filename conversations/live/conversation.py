@@ -13,6 +13,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 from channels.db import database_sync_to_async
+from django.conf import settings
 
 from conversations.core import bursts, context_windows, page_windows, replay
 from conversations.core.options import OptionError
@@ -25,11 +26,6 @@ from conversations.live.watcher import BAD_REQUEST, NOT_FOUND, Watcher
 from conversations.record import events
 
 log = logging.getLogger(__name__)
-
-
-# Seconds a socket opened with `report=1` waits for its resume report before it closes
-# (1011: the client reconnects and reports again).
-REPORT_WAIT = 10.0
 
 
 class ConversationConsumer(Watcher):
@@ -126,7 +122,9 @@ class ConversationConsumer(Watcher):
         try:
             if not self.reported.is_set():
                 try:
-                    await asyncio.wait_for(self.reported.wait(), REPORT_WAIT)
+                    # REPLAY_REPORT_WAIT_SECONDS: then 1011, and the client reports again.
+                    wait = float(settings.REPLAY_REPORT_WAIT_SECONDS)
+                    await asyncio.wait_for(self.reported.wait(), wait)
                 except TimeoutError:
                     log.info("closing a socket whose resume report did not come")
                     await self.close(code=1011)
