@@ -76,9 +76,10 @@ class Watcher(LiveConsumer):
     async def start(self, counted: tuple[Quota, object]) -> None:
         """Join, accept, start the background tasks and send what the page misses.
 
-        The place taken in `counted` is the socket's while it is open: if a step fails (a
-        channel layer outage), channels never calls `disconnect`, so it is given back here
-        and the error goes on (the connection closes; the page retries).
+        The place taken in `counted` is the socket's while it is open: if a step fails (the
+        database; the layer's outages do not fail it, `live/layers.py`), channels never
+        calls `disconnect`, so it is given back here and the error goes on (the connection
+        closes; the page retries).
         """
         self.counted = counted
         opened = False
