@@ -290,9 +290,9 @@ def alerts_evaluate(change: Change) -> int:
                 if change.errors and not running:
                     # The message holding the error, not the last one: more may have been
                     # appended since (the alert loop evaluates after later commits too).
-                    seq = last if change.error_seq is None else change.error_seq
-                    detail = _tool_error_detail(change.errors, seq, conversation.error_count)
-                    fired += _fire(rule, conversation, seq, detail)
+                    at = last if change.error_seq is None else change.error_seq
+                    detail = _tool_error_detail(change.errors, at, conversation.error_count)
+                    fired += _fire(rule, conversation, at, detail)
             case "unanswered":
                 _clock(rule, conversation, last, now, running, state.timers.get(rule.pk))
             case "compaction":
