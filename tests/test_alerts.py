@@ -564,3 +564,12 @@ def test_an_error_in_an_import_names_its_message(api: Any, operator_client: Clie
         answer = api.post("/api/imports?format=anthropic", body)
     assert answer.status_code == 201, answer.content
     assert_names_message_two(operator_client, Conversation.objects.get())
+
+
+def test_merged_changes_name_the_earliest_error() -> None:
+    """The alert loop merges what several commits appended: the first error stays named."""
+    one = services.Change("c", 2, 1, error_seq=2)
+    later = services.Change("c", 3, 0)
+    assert one.merged(later).error_seq == 2 and later.merged(one).error_seq == 2
+    assert one.merged(services.Change("c", 4, 1, error_seq=4)).error_seq == 2
+    assert later.merged(later).error_seq is None

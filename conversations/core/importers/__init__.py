@@ -39,6 +39,7 @@ __all__ = [
     "choose",
     "detect",
     "read",
+    "read_as",
     "read_lines",
 ]
 
@@ -46,7 +47,12 @@ __all__ = [
 def read(raw: bytes, format: Format | None = None) -> Imported:
     """The conversation in `raw` (a whole file), read as `format` or as detected
     (`choose`); an ImportFormatError names the format it was read as."""
-    chosen = choose(raw, format)
+    return read_as(raw, choose(raw, format))
+
+
+def read_as(raw: bytes, chosen: Format) -> Imported:
+    """`raw` read as the format `choose` answered (not checked again); an
+    ImportFormatError names that format."""
     try:
         return _read(raw, chosen)
     except ImportFormatError as exc:

@@ -79,7 +79,7 @@ def transcript_import(
     if earlier is not None:
         return earlier
     with gc_paused():
-        imported = importers.read(raw, chosen)
+        imported = importers.read_as(raw, chosen)
         return conversation_import(
             sha256=sha256, imported=imported, title=title, file_name=file_name
         )
