@@ -697,7 +697,9 @@ def test_a_wrong_format_forced_is_an_error() -> None:
     body = importdata.request_bodies("openai_responses_reasoning_function_call_output.json")[-1]
     with pytest.raises(ImportFormatError) as caught:
         importers.read(body, "anthropic")
-    assert caught.value.where == "messages"
+    # The content shows openai-responses (its `input`): the named format is refused.
+    assert caught.value.where == "input" and caught.value.format == "anthropic"
+    assert "shows openai-responses content, not anthropic" in caught.value.message
 
 
 def test_an_ambiguous_body_names_the_formats_tried() -> None:

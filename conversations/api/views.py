@@ -357,7 +357,8 @@ def import_bytes(
     try:
         return services.transcript_import(raw=raw, format=format, title=title, file_name=file_name)
     except importers.ImportFormatError as exc:
-        raise ApiError(400, f"The file is not readable: {exc}.", where=exc.where) from None
+        named = {"format": exc.format} if exc.format else {}
+        raise ApiError(400, exc.sentence(), where=exc.where, **named) from None
 
 
 def import_answer(request: HttpRequest, outcome: services.ImportOutcome) -> dict[str, Any]:
