@@ -130,17 +130,6 @@ def test_autobahn_still_fails_an_oversized_frame_by_its_protocols_fail_by_drop()
     assert "maxFramePayloadSize" in source and "_max_message_size_exceeded" in source
 
 
-def test_autobahn_still_takes_1011_only_as_a_close_frame() -> None:
-    # LiveConsumer.close writes 1011 with sendCloseFrame, as daphne's handle_exception does,
-    # because sendClose (daphne's websocket.close) refuses it.
-    from autobahn.websocket.protocol import WebSocketProtocol
-    from daphne.ws_protocol import WebSocketProtocol as DaphneProtocol
-
-    assert "3000 <= code <= 4999" in inspect.getsource(WebSocketProtocol.sendClose)
-    assert parameters(WebSocketProtocol.sendCloseFrame) == ["self", "code", "reasonUtf8", "isReply"]
-    assert "self.sendCloseFrame(code=1011)" in inspect.getsource(DaphneProtocol.handle_exception)
-
-
 def test_a_prepared_frame_is_the_websocket_frame_autobahn_would_send() -> None:
     from autobahn.websocket.protocol import PreparedMessage, WebSocketProtocol
 

@@ -1,6 +1,5 @@
-"""Closes the server starts with a code of the protocol's own (1011: the page reconnects),
-on a real daphne: autobahn takes them from the application only as daphne itself sends
-them (docs/contract.md §4, Live delivery)."""
+"""A close the page reconnects after (RETRY, 4503: in the application's range, which is all
+autobahn takes from it) on a real daphne (docs/contract.md §4, Live delivery)."""
 
 from __future__ import annotations
 
@@ -10,13 +9,14 @@ from pathlib import Path
 import pytest
 from websockets.exceptions import ConnectionClosed
 
+from conversations.live.watcher import RETRY
 from tests.conftest import start_daphne
 from tests.test_live_e2e import Api, LiveClient, open_socket, operator_cookie, text
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
 
-def test_a_socket_whose_promised_report_never_comes_closes_with_1011(
+def test_a_socket_whose_promised_report_never_comes_closes_for_a_reconnect(
     tmp_path: Path, token: str
 ) -> None:
     server = start_daphne(tmp_path, {"REPLAY_REPORT_WAIT_SECONDS": "1"})
@@ -33,7 +33,7 @@ def test_a_socket_whose_promised_report_never_comes_closes_with_1011(
         with pytest.raises(ConnectionClosed) as closed:
             while True:
                 ws.recv(timeout=5)
-        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1011
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == RETRY
         assert time.monotonic() - started < 5
         # Reconnecting and reporting, as the page does, brings what it waited for.
         client.connect()

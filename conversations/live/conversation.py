@@ -22,7 +22,7 @@ from conversations.live import access, fragments
 from conversations.live.fanout import Fanout, fanout
 from conversations.live.internals import Shared
 from conversations.live.render_cache import batches, frames, notes
-from conversations.live.watcher import BAD_REQUEST, NOT_FOUND, Watcher
+from conversations.live.watcher import BAD_REQUEST, NOT_FOUND, RETRY, Watcher
 from conversations.record import alert_reads, events
 
 log = logging.getLogger(__name__)
@@ -122,19 +122,19 @@ class ConversationConsumer(Watcher):
         try:
             if not self.reported.is_set():
                 try:
-                    # REPLAY_REPORT_WAIT_SECONDS: then 1011, and the client reports again.
+                    # REPLAY_REPORT_WAIT_SECONDS: then RETRY, and the client reports again.
                     wait = float(settings.REPLAY_REPORT_WAIT_SECONDS)
                     await asyncio.wait_for(self.reported.wait(), wait)
                 except TimeoutError:
                     log.info("closing a socket whose resume report did not come")
-                    await self.close(code=1011)
+                    await self.close(code=RETRY)
                     return
             while self.behind and not self.closing:
                 async with self.lock:
                     await self._changed(self.behind.take())
         except Exception as exc:  # the client reconnects and resumes from the database
             log.warning("closing a socket that could not catch up: %s: %s", type(exc).__name__, exc)
-            await self.close(code=1011)
+            await self.close(code=RETRY)
         finally:
             self.catching_up = None
 

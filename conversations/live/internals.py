@@ -18,9 +18,7 @@ own `sendData` would write them, without the debug line autobahn formats (in col
 every write: at a thousand sockets that formatting cost more than the writes. Anywhere
 else (channels' test communicator, another server) frames go through the ASGI send as
 usual. `Wire` also turns off autobahn's `failByDrop` on that protocol, so that a client's
-frame over daphne's cap closes with 1009 rather than a dropped connection; and a close
-with 1011 is written to it as daphne's own are (autobahn's `sendClose`, behind the ASGI
-close, takes only 1000 and 3000–4999).
+frame over daphne's cap closes with 1009 rather than a dropped connection.
 """
 
 from __future__ import annotations
@@ -132,23 +130,6 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if text_data is not None or bytes_data is not None:
             metrics.FRAMES.inc()
         await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
-
-    async def close(self, code: int | bool | None = None, reason: str | None = None) -> None:
-        """channels' close, but a code of the protocol's own (1011: the client reconnects)
-        goes to daphne's protocol as a close frame, as daphne sends it itself: autobahn
-        refuses it through the ASGI close (only 1000 and 3000–4999), raising into the
-        consumer and leaving the socket open."""
-        wire = self.scope.get(WIRE)
-        if (
-            isinstance(wire, WebSocketProtocol)
-            and type(code) is int
-            and code != 1000
-            and not 3000 <= code <= 4999
-        ):
-            if wire.state == WebSocketProtocol.STATE_OPEN:
-                wire.sendCloseFrame(code=code)
-            return
-        await super().close(code=code, reason=reason)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         if self.closing and message["type"] != "websocket.disconnect":
