@@ -292,7 +292,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = os.environ.get("REDIS_URL", "").strip()
 if REDIS_URL:
     if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
-        raise ImproperlyConfigured(f"REDIS_URL must be a redis:// URL, not {REDIS_URL!r}.")
+        raise ImproperlyConfigured(
+            f"REDIS_URL must be a redis://, rediss:// or unix:// URL, not {REDIS_URL!r}."
+        )
     CHANNEL_LAYERS = {
         "default": {
             # channels-redis's, outlasting an outage (conversations/live/layers.py).

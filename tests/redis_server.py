@@ -21,24 +21,34 @@ def available() -> bool:
 
 
 class RedisServer:
-    """`start()` / `stop()` / `restart()` one redis-server; `url` stays the same throughout."""
+    """`start()` / `stop()` / `restart()` one redis-server; `url` stays the same throughout.
+    With `unix_socket`, it listens on `directory`/redis.sock only (no TCP port): keep
+    `directory` short, a socket's path holds at most 107 bytes."""
 
-    def __init__(self, directory: Path, port: int | None = None) -> None:
+    def __init__(
+        self, directory: Path, port: int | None = None, *, unix_socket: bool = False
+    ) -> None:
         if REDIS_SERVER is None:
             raise RuntimeError("redis-server is not installed")
         self.directory = directory
         self.port = port or free_port()
+        self.socket = directory / "redis.sock" if unix_socket else None
         self.process: subprocess.Popen[bytes] | None = None
         self.log = directory / f"redis-{self.port}.log"
 
     @property
     def url(self) -> str:
+        if self.socket is not None:
+            return f"unix://{self.socket}?db=0"
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 10) -> None:
         assert self.process is None, "already running"
+        listen = ["--port", str(self.port)]
+        if self.socket is not None:
+            listen = ["--port", "0", "--unixsocket", str(self.socket), "--unixsocketperm", "700"]
         self.process = subprocess.Popen(
-            [str(REDIS_SERVER), "--port", str(self.port), "--bind", "127.0.0.1",
+            [str(REDIS_SERVER), *listen, "--bind", "127.0.0.1",
              "--dir", str(self.directory), "--save", "", "--appendonly", "no",
              "--protected-mode", "yes", "--daemonize", "no", "--logfile", str(self.log)],
             stdout=subprocess.DEVNULL,
@@ -58,6 +68,12 @@ class RedisServer:
 
     def ping(self) -> bool:
         try:
+            if self.socket is not None:
+                with socket.socket(socket.AF_UNIX) as s:
+                    s.settimeout(0.2)
+                    s.connect(str(self.socket))
+                    s.sendall(b"PING\r\n")
+                    return s.recv(16).startswith(b"+PONG")
             with socket.create_connection(("127.0.0.1", self.port), 0.2) as s:
                 s.sendall(b"PING\r\n")
                 return s.recv(16).startswith(b"+PONG")

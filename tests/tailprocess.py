@@ -16,10 +16,17 @@ from tests.conftest import ROOT, database_url
 
 
 class TailProcess:
-    def __init__(self, path: Path, log: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        log: Path,
+        env: dict[str, str] | None = None,
+        args: tuple[str, ...] = (),
+    ) -> None:
         self.path = path
         self.log = log
         self.env = env or {}
+        self.args = args
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -29,7 +36,7 @@ class TailProcess:
             "DJANGO_DEBUG": "1",
         }
         self.process = subprocess.Popen(
-            [sys.executable, "manage.py", "tail", str(self.path), "--interval", "0.1"],
+            [sys.executable, "manage.py", "tail", str(self.path), "--interval", "0.1", *self.args],
             cwd=ROOT,
             env=environment | self.env,
             stdout=self.log.open("ab"),

@@ -26,6 +26,7 @@ from conversations.core.importers import claude_code
 from conversations.core.importers.common import ImportFormatError
 from conversations.record import selectors, services
 from conversations.record.models import TailCursor
+from conversations.record.tail_remote import ServerUnreachable
 
 log = logging.getLogger(__name__)
 
@@ -96,8 +97,9 @@ class Translator:
 class FileFollower:
     """One followed file: its cursor, its open handle and its translator."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, server: services.TailServer | None = None) -> None:
         self.path = path
+        self.server = server  # None: stored here; else sent through the running server
         self.key = str(path.resolve())
         self.cursor: TailCursor | None = selectors.tail_cursor(self.key)
         self.handle: IO[bytes] | None = None
@@ -136,10 +138,23 @@ class FileFollower:
             if self.handle is None:
                 return stored
         self.seen = seen
-        stored += self._read()
+        try:
+            stored += self._read()
+        except ServerUnreachable:
+            self._forget_read()
+            raise
         if idle:
             self.close()
         return stored
+
+    def _forget_read(self) -> None:
+        """Unsent lines are read again on the next poll: from the cursor, the translator's
+        state rebuilt as after a restart (it has consumed them already)."""
+        self.seen = None
+        self.resumed = False
+        self.translator = Translator()
+        if self.cursor is None:
+            self.offset, self.lines = 0, 0
 
     def _drain_and_close(self) -> int:
         if self.handle is None:
@@ -177,6 +192,8 @@ class FileFollower:
         """Start again from the top if the file is not the one the cursor was read from."""
         if self.cursor is None:
             return
+        if not self.resumed:
+            self.cursor.refresh_from_db()  # after a failed send, where it really is
         assert self.handle is not None
         position = live_sources.Position(
             self.cursor.offset, self.cursor.head_len, self.cursor.head_digest
@@ -289,6 +306,17 @@ class FileFollower:
         self.handle.seek(0)
         head = self.handle.read(min(end, live_sources.HEAD_BYTES))
         status = os.fstat(self.handle.fileno())
+        if self.server is not None:
+            return services.tail_send(
+                server=self.server,
+                cursor=self.cursor,
+                steps=steps,
+                position=live_sources.Position(end, len(head), live_sources.head_digest(head)),
+                lines=lines,
+                known=self.known,
+                device=status.st_dev,
+                inode=status.st_ino,
+            )
         return services.tail_append(
             cursor=self.cursor,
             steps=steps,
@@ -339,8 +367,9 @@ def open_regular(path: Path) -> IO[bytes] | None:
 class Tail:
     """Follows a file, or every session file under a directory (new ones as they appear)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, server: services.TailServer | None = None) -> None:
         self.root = root
+        self.server = server
         self.followers: dict[Path, FileFollower] = {}
         self.dropped: set[Path] = set()  # their conversation was deleted while followed
 
@@ -356,7 +385,7 @@ class Tail:
         """Start following files not followed yet; returns them."""
         new = [p for p in self.files() if p not in self.followers and p not in self.dropped]
         for path in new:
-            self.followers[path] = FileFollower(path)
+            self.followers[path] = FileFollower(path, self.server)
         return new
 
     def poll(self) -> int:

@@ -47,6 +47,7 @@ from conversations.record.services.conversations import (
 )
 from conversations.record.services.errors import IngestError
 from conversations.record.services.following import (
+    TailServer,
     Traced,
     TracedMessage,
     blocks_in,
@@ -56,6 +57,7 @@ from conversations.record.services.following import (
     tail_append,
     tail_cursor_create,
     tail_rewind,
+    tail_send,
     trace_continue,
 )
 from conversations.record.services.idempotency import IDEMPOTENCY_TTL, idempotent_response_save
@@ -122,9 +124,11 @@ __all__ = [
     "share_create",
     "share_revoke",
     "share_viewed",
+    "TailServer",
     "tail_append",
     "tail_cursor_create",
     "tail_rewind",
+    "tail_send",
     "token_digest",
     "trace_continue",
     "transcript_import",

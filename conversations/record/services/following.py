@@ -8,7 +8,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, assert_never
+from typing import Any, Protocol, assert_never
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -192,6 +192,124 @@ def _continue_latest(
     message.metadata = live_sources.merge_provenance(message.metadata, step.metadata)
     Message.objects.filter(pk=message.pk).update(metadata=message.metadata)
     token_figures.metadata_changed(conversation, message)
+    return gaps
+
+
+class TailServer(Protocol):
+    """The running server's API, for a `tail` whose channel layer is its own (`--url`):
+    what it stores there, it broadcasts to its open pages (docs/contract.md §6)."""
+
+    def messages(self, *, conversation_id: str, messages: list[dict[str, Any]]) -> None: ...
+
+    def block(self, *, conversation_id: str, seq: int, block: dict[str, Any]) -> None: ...
+
+
+def tail_send(
+    *,
+    server: TailServer,
+    cursor: TailCursor,
+    steps: Sequence[live_sources.Step],
+    position: live_sources.Position,
+    lines: int,
+    known: set[str],
+    device: int | None = None,
+    inode: int | None = None,
+) -> int:
+    """As `tail_append`, but the messages and blocks go through `server` (which shares
+    this database), then the cursor moves here. No transaction is held across a request
+    (the server locks the same conversation); `known` gains each step's ids as soon as
+    the server has it, so a line read again (a failed batch retried line by line, a
+    replaced file) is sent once. Returns the steps sent or stored."""
+    conversation = Conversation.objects.get(pk=cursor.conversation_id)  # DoesNotExist: deleted
+    target = str(conversation.id)
+    batch: list[dict[str, Any]] = []
+    batch_ids: list[str] = []
+    gaps: list[dict[str, Any]] = []
+    boundaries: list[dict[str, Any]] = []
+    stored = 0
+
+    def flush() -> None:
+        nonlocal conversation
+        if batch:
+            server.messages(conversation_id=target, messages=list(batch))
+            known.update(batch_ids)
+            batch.clear()
+            batch_ids.clear()
+            conversation = Conversation.objects.get(pk=conversation.pk)
+
+    for step in steps:
+        if not isinstance(step, live_sources.Describe) and _all_known(
+            step.source_ids, known, set()
+        ):
+            continue
+        match step:
+            case live_sources.NewMessage():
+                metadata = dict(step.metadata)
+                seq = conversation.message_count + len(batch)
+                if step.marker is not None:
+                    metadata["compact_boundary"] = step.marker
+                    boundaries.append(step.marker | {"seq": seq})
+                gaps += [live_sources.placed_gap(gap, seq, 0) for gap in step.gaps]
+                message_in(step.role, step.blocks, metadata, "line")  # refused here as at ingest
+                batch.append({"role": step.role, "blocks": list(step.blocks), "metadata": metadata})
+                batch_ids.extend(step.source_ids)
+            case live_sources.MoreBlocks():
+                flush()
+                gaps += _send_blocks(server, conversation, step)
+                known.update(step.source_ids)
+            case live_sources.Describe():
+                flush()
+                with transaction.atomic():
+                    locked = _lock(conversation)
+                    conversation = conversation_update(
+                        conversation=locked,
+                        title=step.title if step.title is not None else locked.title,
+                        metadata=locked.metadata | (step.metadata or {}),
+                    )
+            case _:
+                assert_never(step)
+        stored += 1
+    flush()
+    with transaction.atomic():
+        locked = _lock(conversation)
+        if gaps or boundaries:  # listed on the conversation, as an import lists them
+            metadata = dict(locked.metadata)
+            if gaps:
+                metadata["gaps"] = [*(metadata.get("gaps") or []), *gaps]
+            if boundaries:
+                metadata["compact_boundaries"] = [
+                    *(metadata.get("compact_boundaries") or []),
+                    *boundaries,
+                ]
+            conversation_update(conversation=locked, title=locked.title, metadata=metadata)
+        cursor.offset = position.offset
+        cursor.head_len = position.head_len
+        cursor.head_digest = position.head
+        cursor.lines = lines
+        cursor.device = device
+        cursor.inode = inode
+        cursor.save()
+    return stored
+
+
+def _send_blocks(
+    server: TailServer, conversation: Conversation, step: live_sources.MoreBlocks
+) -> list[dict[str, Any]]:
+    """Send the step's blocks to the latest message, then keep the lines it was read from
+    in its provenance here (so a restart knows them); its gaps, placed."""
+    message = Message.objects.filter(conversation=conversation).order_by("-seq").first()
+    if message is None:
+        raise IngestError("line", "continues a message, but none is stored yet")
+    gaps = [live_sources.placed_gap(gap, message.seq, message.block_count) for gap in step.gaps]
+    blocks_in(step.blocks, "blocks")  # refused here as at ingest, before any is sent
+    for block in step.blocks:
+        server.block(conversation_id=str(conversation.id), seq=message.seq, block=dict(block))
+    with transaction.atomic():
+        locked = _lock(conversation)
+        message = Message.objects.get(pk=message.pk)
+        message.metadata = live_sources.merge_provenance(message.metadata, step.metadata)
+        Message.objects.filter(pk=message.pk).update(metadata=message.metadata)
+        token_figures.metadata_changed(locked, message)
     return gaps
 
 
