@@ -94,9 +94,11 @@ def test_a_fifo_in_the_followed_folder_neither_blocks_following_nor_sigterm(proj
     process.start()
     try:
         eventually(lambda: stored_equals_import(session, REJECTED), "the session beside a FIFO")
+        # SIGTERM ends it cleanly (stop() kills after 10 s, and a killed process is not 0);
+        # the bound is a loaded machine's, well under that kill: a FIFO open would never end.
         started = time.monotonic()
         assert process.stop() == 0
-        assert time.monotonic() - started < 2.0
+        assert time.monotonic() - started < 8.0
     finally:
         process.stop()
     assert "trap.jsonl" not in (tmp_path / "tail.log").read_text()
