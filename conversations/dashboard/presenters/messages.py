@@ -1,6 +1,6 @@
 """Each message beside its projection, bounded: the record side's blocks and the wire side's
-text or parts, each side cut to `SIDE_BYTES`, and the window's tool rounds whose other half
-is outside it.
+text or parts, each side cut to `SIDE_BYTES` (and, on a page, to its share of `PAGE_BYTES`),
+and the window's tool rounds whose other half is outside it.
 
 The projection side of every message is `replay.project_message`'s output, laid out as it
 is: a string stays one string, a list stays its parts in order.
@@ -38,6 +38,7 @@ from conversations.dashboard.presenters.pressure import TokensView
 from conversations.dashboard.presenters.protocols import ConversationLike
 from conversations.dashboard.presenters.texts import (
     BLOCK_MARKUP,
+    SIDE_BYTES,
     Budget,
     Truncation,
     escaped_bytes,
@@ -174,10 +175,12 @@ def block_full_text(row: BlockRow) -> str:
             assert_never(value)
 
 
-def record_blocks(conversation_id: object, row: PreviewRow) -> list[BlockView]:
-    """The record side's blocks of `row` (its `blocks`, as read): as many as one side's
-    `SIDE_BYTES` hold."""
-    record = Budget()
+def record_blocks(
+    conversation_id: object, row: PreviewRow, record: Budget | None = None
+) -> list[BlockView]:
+    """The record side's blocks of `row` (its `blocks`, as read): as many as `record` (one
+    side's `SIDE_BYTES` unless given) holds."""
+    record = record or Budget()
     views = []
     for block in row.blocks:
         if record.left <= 0:
@@ -300,6 +303,24 @@ def _wire_shown(
     return start, (Truncation(size, rest) if len(start) < len(text) or marks else None)
 
 
+class PageBudget:
+    """What is left of a page's `total` bytes for its `sides` (two per message): each side
+    gets at most `SIDE_BYTES` and at most an even share of what is left, so a window of long
+    texts shows a shorter start of each, and what a short side leaves goes to the next."""
+
+    def __init__(self, total: int, sides: int) -> None:
+        self.left, self.sides = total, sides
+
+    def side(self) -> Budget:
+        """The next side's budget; `settle` it once the side is shown."""
+        share = min(SIDE_BYTES, max(self.left, 0) // max(self.sides, 1))
+        self.sides -= 1
+        return Budget(share)
+
+    def settle(self, side: Budget) -> None:
+        self.left -= side.spent
+
+
 def message_views(
     conversation: ConversationLike,
     rows: Sequence[PreviewRow],
@@ -308,17 +329,23 @@ def message_views(
     shape: replay.Shape,
     margin: dict[int, TokensView] | None = None,
     compactions: Mapping[int, CompactionView] | None = None,
+    page_bytes: int | None = None,
 ) -> list[MessageView]:
-    """Each message beside its projection, bounded: a side shows at most `SIDE_BYTES`."""
+    """Each message beside its projection, bounded: a side shows at most `SIDE_BYTES`, and
+    with `page_bytes` (a page's window) all sides together at most that many."""
     views = []
     marks = f"\ue000{secrets.token_hex(8)}:"
+    page = PageBudget(page_bytes, 2 * len(rows)) if page_bytes is not None else None
     for row in rows:
-        block_views = record_blocks(conversation.id, row)
+        record = page.side() if page else Budget()
+        block_views = record_blocks(conversation.id, row, record)
+        if page:
+            page.settle(record)
         values, missing = _cut_values(row, len(block_views), marks)
         stored = replay.StoredMessage(cast(replay.Role, row.role), tuple(values))
         wire = replay.project_message(stored, vision=vision, shape=shape)
         content = wire["content"]
-        projection = Budget()
+        projection = page.side() if page else Budget()
         parts: list[PartView] = []
         text: str | None = None
         cut: Truncation | None = None
@@ -340,6 +367,8 @@ def message_views(
                     image = next(images)
                     url = image_url(conversation.id, row.seq, image.seq)
                     parts.append(PartView("image", image_url=url, media_type=image.media_type))
+        if page:
+            page.settle(projection)
         margin_view = (margin or {}).get(row.seq)
         stamp, stamp_text = source_time(row.metadata)
         views.append(

@@ -15,6 +15,9 @@ FOLD_CHARS = 1500
 # Escaped UTF-8 bytes one side of one message may show (record; projection): both sides and
 # their markup stay under one live frame (page_windows.FRAME_BYTES) whatever is stored.
 SIDE_BYTES = 96 * 1024
+# Escaped UTF-8 bytes the texts of one page's window may show, both sides of all its messages:
+# with their markup the page stays within 2 MB of HTML (docs/contract.md §4 Bounds).
+PAGE_BYTES = 1280 * 1024
 BLOCK_MARKUP = 900  # bytes a block's markup costs, besides its name, id and text
 ONE_LINE_INPUT = 80  # characters: a tool input this short is shown as one line
 SHOWN_CHARS = 4000  # per text on the compaction preview and the diff; a download has it whole
@@ -32,7 +35,11 @@ class Budget:
     """What is left of one side's bytes; `take` spends it on the longest prefix that fits."""
 
     def __init__(self, total: int = SIDE_BYTES) -> None:
-        self.left = total
+        self.total = self.left = total
+
+    @property
+    def spent(self) -> int:
+        return self.total - self.left
 
     def spend(self, cost: int) -> None:
         self.left -= cost
