@@ -61,3 +61,8 @@ def test_a_window_of_long_texts_is_a_page_within_2_mb(
         assert record.count('class="load-rest"') == 1, seq
         assert projection.count('class="load-rest"') == 1, seq
         assert "words of a long text" in record and "words of a long text" in projection
+    # A deep link's window, loaded into the page, is bounded the same way.
+    window = operator_client.get(f"/c/{conversation.pk}/messages", {"around": str(count // 2)})
+    assert window.status_code == 200
+    assert len(window.content) <= PAGE_BYTES, len(window.content)
+    assert window.content.decode().count('class="load-rest"') == 2 * count

@@ -180,7 +180,7 @@ def record_blocks(
 ) -> list[BlockView]:
     """The record side's blocks of `row` (its `blocks`, as read): as many as `record` (one
     side's `SIDE_BYTES` unless given) holds."""
-    record = record or Budget()
+    record = record if record is not None else Budget()
     views = []
     for block in row.blocks:
         if record.left <= 0:
