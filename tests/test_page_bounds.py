@@ -9,6 +9,7 @@ import re
 import pytest
 from django.test import Client
 
+from conversations.dashboard.presenters.texts import water_level
 from conversations.record import services
 from conversations.record.schemas import MessageIn, TextIn
 
@@ -66,3 +67,10 @@ def test_a_window_of_long_texts_is_a_page_within_2_mb(
     assert window.status_code == 200
     assert len(window.content) <= PAGE_BYTES, len(window.content)
     assert window.content.decode().count('class="load-rest"') == 2 * count
+
+
+def test_past_the_budget_every_side_is_cut_to_one_level_and_short_sides_stay_whole() -> None:
+    assert water_level([10, 20, 1000, 1000], 230) == 100  # 10 + 20 + 100 + 100
+    assert water_level([10, 20, 30], 1000) == 30  # within the budget: nothing is cut
+    assert water_level([500] * 4, 1000) == 250
+    assert water_level([], 1000) == 1000

@@ -1,5 +1,5 @@
 """Each message beside its projection, bounded: the record side's blocks and the wire side's
-text or parts, each side cut to `SIDE_BYTES` (and, on a page, to its share of `PAGE_BYTES`),
+text or parts, each side cut to `SIDE_BYTES` (and, on a page past `PAGE_BYTES`, to one level),
 and the window's tool rounds whose other half is outside it.
 
 The projection side of every message is `replay.project_message`'s output, laid out as it
@@ -46,6 +46,7 @@ from conversations.dashboard.presenters.texts import (
     folds,
     input_text,
     size_note,
+    water_level,
 )
 from conversations.record.rows import (
     PREVIEW_CHARS,
@@ -303,24 +304,6 @@ def _wire_shown(
     return start, (Truncation(size, rest) if len(start) < len(text) or marks else None)
 
 
-class PageBudget:
-    """What is left of a page's `total` bytes for its `sides` (two per message): each side
-    gets at most `SIDE_BYTES` and at most an even share of what is left, so a window of long
-    texts shows a shorter start of each, and what a short side leaves goes to the next."""
-
-    def __init__(self, total: int, sides: int) -> None:
-        self.left, self.sides = total, sides
-
-    def side(self) -> Budget:
-        """The next side's budget; `settle` it once the side is shown."""
-        share = min(SIDE_BYTES, max(self.left, 0) // max(self.sides, 1))
-        self.sides -= 1
-        return Budget(share)
-
-    def settle(self, side: Budget) -> None:
-        self.left -= side.spent
-
-
 def message_views(
     conversation: ConversationLike,
     rows: Sequence[PreviewRow],
@@ -332,20 +315,43 @@ def message_views(
     page_bytes: int | None = None,
 ) -> list[MessageView]:
     """Each message beside its projection, bounded: a side shows at most `SIDE_BYTES`, and
-    with `page_bytes` (a page's window) all sides together at most that many."""
+    with `page_bytes` (a page's window) all sides together about that many: past it, every
+    side is cut to one level, so the longest show a shorter start and the short ones stay whole."""
+
+    def views_at(side_bytes: int) -> tuple[list[MessageView], list[int]]:
+        return _message_views(
+            conversation, rows, side_bytes=side_bytes, vision=vision, shape=shape,
+            margin=margin, compactions=compactions,
+        )  # fmt: skip
+
+    views, spent = views_at(SIDE_BYTES)
+    if page_bytes is None or sum(spent) <= page_bytes:
+        return views  # as a live frame shows them
+    return views_at(water_level(spent, page_bytes))[0]
+
+
+def _message_views(
+    conversation: ConversationLike,
+    rows: Sequence[PreviewRow],
+    *,
+    side_bytes: int,
+    vision: bool,
+    shape: replay.Shape,
+    margin: dict[int, TokensView] | None,
+    compactions: Mapping[int, CompactionView] | None,
+) -> tuple[list[MessageView], list[int]]:
+    """The views with each side cut to `side_bytes`, and the bytes each side spent."""
     views = []
+    spent: list[int] = []
     marks = f"\ue000{secrets.token_hex(8)}:"
-    page = PageBudget(page_bytes, 2 * len(rows)) if page_bytes is not None else None
     for row in rows:
-        record = page.side() if page else Budget()
+        record = Budget(side_bytes)
         block_views = record_blocks(conversation.id, row, record)
-        if page:
-            page.settle(record)
         values, missing = _cut_values(row, len(block_views), marks)
         stored = replay.StoredMessage(cast(replay.Role, row.role), tuple(values))
         wire = replay.project_message(stored, vision=vision, shape=shape)
         content = wire["content"]
-        projection = page.side() if page else Budget()
+        projection = Budget(side_bytes)
         parts: list[PartView] = []
         text: str | None = None
         cut: Truncation | None = None
@@ -367,8 +373,7 @@ def message_views(
                     image = next(images)
                     url = image_url(conversation.id, row.seq, image.seq)
                     parts.append(PartView("image", image_url=url, media_type=image.media_type))
-        if page:
-            page.settle(projection)
+        spent += [record.spent, projection.spent]
         margin_view = (margin or {}).get(row.seq)
         stamp, stamp_text = source_time(row.metadata)
         views.append(
@@ -402,7 +407,7 @@ def message_views(
                 ),
             )
         )
-    return views
+    return views, spent
 
 
 @dataclass(frozen=True)
