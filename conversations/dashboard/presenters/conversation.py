@@ -22,6 +22,7 @@ from conversations.dashboard.presenters.messages import (
 from conversations.dashboard.presenters.metadata import conversation_meta, import_view
 from conversations.dashboard.presenters.pressure import margin_counts, pressure_view
 from conversations.dashboard.presenters.protocols import ConversationLike
+from conversations.dashboard.presenters.texts import PAGE_BYTES
 from conversations.record.rows import Counted, Pairs, Pressure, PreviewRow
 
 
@@ -77,6 +78,7 @@ def conversation_page(
             compactions=compaction_views(
                 conversation.id, pressure.headline.compactions, pressure.dropped
             ),
+            page_bytes=PAGE_BYTES,
         ),
         "conversation": conversation,
         "vision": vision,

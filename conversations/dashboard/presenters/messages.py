@@ -1,6 +1,6 @@
 """Each message beside its projection, bounded: the record side's blocks and the wire side's
-text or parts, each side cut to `SIDE_BYTES`, and the window's tool rounds whose other half
-is outside it.
+text or parts, each side cut to `SIDE_BYTES` (and, on a page past `PAGE_BYTES`, to one level),
+and the window's tool rounds whose other half is outside it.
 
 The projection side of every message is `replay.project_message`'s output, laid out as it
 is: a string stays one string, a list stays its parts in order.
@@ -38,6 +38,7 @@ from conversations.dashboard.presenters.pressure import TokensView
 from conversations.dashboard.presenters.protocols import ConversationLike
 from conversations.dashboard.presenters.texts import (
     BLOCK_MARKUP,
+    SIDE_BYTES,
     Budget,
     Truncation,
     escaped_bytes,
@@ -45,6 +46,7 @@ from conversations.dashboard.presenters.texts import (
     folds,
     input_text,
     size_note,
+    water_level,
 )
 from conversations.record.rows import (
     PREVIEW_CHARS,
@@ -174,10 +176,12 @@ def block_full_text(row: BlockRow) -> str:
             assert_never(value)
 
 
-def record_blocks(conversation_id: object, row: PreviewRow) -> list[BlockView]:
-    """The record side's blocks of `row` (its `blocks`, as read): as many as one side's
-    `SIDE_BYTES` hold."""
-    record = Budget()
+def record_blocks(
+    conversation_id: object, row: PreviewRow, record: Budget | None = None
+) -> list[BlockView]:
+    """The record side's blocks of `row` (its `blocks`, as read): as many as `record` (one
+    side's `SIDE_BYTES` unless given) holds."""
+    record = record if record is not None else Budget()
     views = []
     for block in row.blocks:
         if record.left <= 0:
@@ -308,17 +312,46 @@ def message_views(
     shape: replay.Shape,
     margin: dict[int, TokensView] | None = None,
     compactions: Mapping[int, CompactionView] | None = None,
+    page_bytes: int | None = None,
 ) -> list[MessageView]:
-    """Each message beside its projection, bounded: a side shows at most `SIDE_BYTES`."""
+    """Each message beside its projection, bounded: a side shows at most `SIDE_BYTES`, and
+    with `page_bytes` (a page's window) all sides together about that many: past it, every
+    side is cut to one level, so the longest show a shorter start and the short ones stay whole."""
+
+    def views_at(side_bytes: int) -> tuple[list[MessageView], list[int]]:
+        return _message_views(
+            conversation, rows, side_bytes=side_bytes, vision=vision, shape=shape,
+            margin=margin, compactions=compactions,
+        )  # fmt: skip
+
+    views, spent = views_at(SIDE_BYTES)
+    if page_bytes is None or sum(spent) <= page_bytes:
+        return views  # as a live frame shows them
+    return views_at(water_level(spent, page_bytes))[0]
+
+
+def _message_views(
+    conversation: ConversationLike,
+    rows: Sequence[PreviewRow],
+    *,
+    side_bytes: int,
+    vision: bool,
+    shape: replay.Shape,
+    margin: dict[int, TokensView] | None,
+    compactions: Mapping[int, CompactionView] | None,
+) -> tuple[list[MessageView], list[int]]:
+    """The views with each side cut to `side_bytes`, and the bytes each side spent."""
     views = []
+    spent: list[int] = []
     marks = f"\ue000{secrets.token_hex(8)}:"
     for row in rows:
-        block_views = record_blocks(conversation.id, row)
+        record = Budget(side_bytes)
+        block_views = record_blocks(conversation.id, row, record)
         values, missing = _cut_values(row, len(block_views), marks)
         stored = replay.StoredMessage(cast(replay.Role, row.role), tuple(values))
         wire = replay.project_message(stored, vision=vision, shape=shape)
         content = wire["content"]
-        projection = Budget()
+        projection = Budget(side_bytes)
         parts: list[PartView] = []
         text: str | None = None
         cut: Truncation | None = None
@@ -340,6 +373,7 @@ def message_views(
                     image = next(images)
                     url = image_url(conversation.id, row.seq, image.seq)
                     parts.append(PartView("image", image_url=url, media_type=image.media_type))
+        spent += [record.spent, projection.spent]
         margin_view = (margin or {}).get(row.seq)
         stamp, stamp_text = source_time(row.metadata)
         views.append(
@@ -373,7 +407,7 @@ def message_views(
                 ),
             )
         )
-    return views
+    return views, spent
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,10 @@ FOLD_CHARS = 1500
 # Escaped UTF-8 bytes one side of one message may show (record; projection): both sides and
 # their markup stay under one live frame (page_windows.FRAME_BYTES) whatever is stored.
 SIDE_BYTES = 96 * 1024
+# Escaped UTF-8 bytes the texts of one page's window may show, both sides of all its messages
+# (each side may pass its cut by one block's markup): with the markup of a window of messages
+# the page stays within 2 MB of HTML (docs/contract.md §4 Bounds).
+PAGE_BYTES = 1280 * 1024
 BLOCK_MARKUP = 900  # bytes a block's markup costs, besides its name, id and text
 ONE_LINE_INPUT = 80  # characters: a tool input this short is shown as one line
 SHOWN_CHARS = 4000  # per text on the compaction preview and the diff; a download has it whole
@@ -32,7 +36,11 @@ class Budget:
     """What is left of one side's bytes; `take` spends it on the longest prefix that fits."""
 
     def __init__(self, total: int = SIDE_BYTES) -> None:
-        self.left = total
+        self.total = self.left = total
+
+    @property
+    def spent(self) -> int:
+        return self.total - self.left
 
     def spend(self, cost: int) -> None:
         self.left -= cost
@@ -44,6 +52,17 @@ class Budget:
             cost = escaped_bytes(text)
         self.left -= cost
         return text
+
+
+def water_level(spent: list[int], total: int) -> int:
+    """The largest cut that keeps `spent` (bytes per side) within `total` once every side is
+    cut to it: sides shorter than it stay whole, the others share what they leave."""
+    left, sides = total, len(spent)
+    for n in sorted(spent):
+        if n * sides > left:
+            return left // sides
+        left, sides = left - n, sides - 1
+    return max(spent, default=total)
 
 
 @dataclass(frozen=True)
