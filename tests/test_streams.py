@@ -5,6 +5,7 @@ read; the record pages with `?from_seq=&limit=`."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -273,3 +274,31 @@ def test_a_streamed_read_fetches_its_block_batches_by_id_alone(db: None, small_r
     batches = [q["sql"] for q in queries if '"conversations_block"."id" IN' in q["sql"]]
     assert len(batches) >= 3
     assert all("conversations_message" not in sql for sql in batches)
+
+
+@pytest.mark.sqlite
+def test_the_markdown_export_heads_each_message_with_the_source_time_as_the_page_does(
+    operator_client: Client,
+) -> None:
+    """A message's heading carries the source's own time (`metadata.timestamp`) where one
+    is stored, in UTC, and the storage time otherwise, in both the whole and streamed
+    exports (docs/contract.md §6)."""
+    conversation = services.conversation_create(title="Times")
+    for metadata in ({"timestamp": "2024-05-06T09:08:07+02:00"}, {"timestamp": "yesterday"}, {}):
+        services.message_append(
+            conversation=conversation,
+            role="user",
+            blocks=[TextIn(type="text", text="hi")],
+            metadata=metadata,
+        )
+    rows = conversation.messages.order_by("seq")
+    stored = [m.created_at.isoformat(timespec="seconds") for m in rows]
+    whole = selectors.markdown_export(conversation, vision=True, shape="openai")
+    streamed = operator_client.get(f"/c/{conversation.pk}/export.md").content.decode()
+    for text in (whole, streamed):
+        headings = re.findall(r"^### (#\d+ \w+ · .*)$", text, re.MULTILINE)
+        assert headings == [
+            "#0 user · 2024-05-06T07:08:07+00:00",
+            f"#1 user · {stored[1]}",
+            f"#2 user · {stored[2]}",
+        ]

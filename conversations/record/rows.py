@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol, assert_never, cast
 
-from conversations.core import context_windows, list_status, preview, replay, tokens
+from conversations.core import context_windows, list_status, preview, replay, timestamps, tokens
 from conversations.core import next_request as nr
 from conversations.core.blocks import BlockKind
 from conversations.core.compact import Compacted, Policy
@@ -134,6 +134,12 @@ def block_value(row: StoredBlock) -> replay.Block:
             return replay.ImageBlock(row.media_type, row.data, row.width, row.height)
         case _:
             assert_never(kind)
+
+
+def shown_time(row: MessageRow) -> datetime:
+    """The time a message is shown with: the source's own (`metadata.timestamp`) where it
+    is stored as an ISO 8601 time with a zone, else when it was stored (docs/contract.md §6)."""
+    return timestamps.source_time(row.metadata) or row.created_at
 
 
 def stored_messages(rows: Iterable[MessageRow]) -> list[replay.StoredMessage]:
