@@ -14,7 +14,7 @@ from typing import Any
 
 from django.urls import reverse
 
-from conversations.core import timestamps, tokens
+from conversations.core import timestamps, tokens, words
 from conversations.dashboard.presenters.protocols import ConversationLike
 
 META_CHARS = 80  # characters of a metadata value shown in a header
@@ -172,12 +172,15 @@ def boundary(metadata: dict[str, Any]) -> str:
     marker = metadata.get("compact_boundary")
     if not isinstance(marker, dict):
         return ""
-    words = ["Compacted here"]
+    said = ["Compacted here"]
     if marker.get("trigger"):
-        words.append(f"({marker['trigger']})")
-    if marker.get("preTokens"):
-        words.append(f"from {marker['preTokens']} tokens")
-    return " ".join(words) + ": the model receives what follows"
+        said.append(f"({marker['trigger']})")
+    pre = marker.get("preTokens")
+    if isinstance(pre, int) and not isinstance(pre, bool) and pre:
+        said.append(f"from {words.count(pre, 'token')}")
+    elif pre:
+        said.append(f"from {pre} tokens")
+    return " ".join(said) + ": the model receives what follows"
 
 
 @dataclass(frozen=True)
