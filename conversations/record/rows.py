@@ -169,11 +169,13 @@ def conversation_model(conversation: ModelNaming) -> str:
 
 
 class SearchHit(NamedTuple):
-    """The first block of a conversation that a search found, and its text around it."""
+    """The first block of a conversation that a search found, and its text around it; or,
+    when only a note held the words, the note's place and its text around them (`note`)."""
 
     message_seq: int
     block_seq: int
     snippet: str
+    note: bool = False
 
 
 class Pairs(NamedTuple):
