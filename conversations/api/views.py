@@ -350,7 +350,7 @@ def import_bytes(
 ) -> services.ImportOutcome:
     """Read and store one transcript; ApiError (400) names what is wrong with it."""
     if not raw.strip():
-        raise ApiError(400, "Request body is empty: send a transcript file.")
+        raise ApiError(400, importers.EMPTY_FILE)
     try:
         return services.transcript_import(raw=raw, format=format, title=title, file_name=file_name)
     except importers.ImportFormatError as exc:

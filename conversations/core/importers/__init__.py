@@ -18,7 +18,9 @@ from conversations.core.importers import (
     otel_genai,
 )
 from conversations.core.importers.common import (
+    EMPTY_FILE,
     FORMATS,
+    EmptyFileError,
     Format,
     Gap,
     Imported,
@@ -28,7 +30,9 @@ from conversations.core.importers.common import (
 from conversations.core.importers.detect import detect
 
 __all__ = [
+    "EMPTY_FILE",
     "FORMATS",
+    "EmptyFileError",
     "Format",
     "Gap",
     "ImportFormatError",
@@ -41,7 +45,10 @@ __all__ = [
 
 
 def read(raw: bytes, format: Format | None = None) -> Imported:
-    """The conversation in `raw` (a whole file), read as `format` or as detected."""
+    """The conversation in `raw` (a whole file), read as `format` or as detected;
+    EmptyFileError when it holds nothing but whitespace, whatever the format."""
+    if not raw.strip():
+        raise EmptyFileError()
     chosen = format or detect(raw)
     if chosen == "claude-code":
         return claude_code.read(raw.splitlines())

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from conversations.core import strictjson
-from conversations.core.importers.common import FORMATS, Format, ImportFormatError
+from conversations.core.importers.common import FORMATS, EmptyFileError, Format, ImportFormatError
 
 TRIED = ", ".join(FORMATS)
 ANTHROPIC_KEYS = {
@@ -48,7 +48,10 @@ SESSION_LINE_KEYS = {"uuid", "parentUuid", "sessionId", "leafUuid", "messageId"}
 
 
 def detect(raw: bytes) -> Format:
-    """The format of `raw`; ImportFormatError when it fits none or more than one."""
+    """The format of `raw`; ImportFormatError when it fits none or more than one
+    (EmptyFileError when it holds nothing but whitespace)."""
+    if not raw.strip():
+        raise EmptyFileError()
     try:
         body = json.loads(raw)
     except RecursionError:  # far deeper than the record allows: say where, as a read would
