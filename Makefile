@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
+# What a client may send on a live socket: a frame of 4 KB at most, a page's resume report
+# (docs/contract.md §4 Bounds). The message cap holds for what the server sends too: its
+# largest frame, 256 KB.
+DAPHNE_OPTIONS := --websocket-max-frame-size=4096 --websocket-max-message-size=262144
 
 .PHONY: install install-prod lock run test test-sqlite test-sqlite-all test-postgres lint bench bench-scale clean
 
@@ -33,7 +37,7 @@ run: install
 	DJANGO_DEBUG=1 $(BIN)/python manage.py migrate --noinput
 	DJANGO_DEBUG=1 $(BIN)/python manage.py load_demo
 	DJANGO_DEBUG=1 $(BIN)/python manage.py ensure_operator --url http://127.0.0.1:$(PORT)/
-	DJANGO_DEBUG=1 $(BIN)/daphne -b 127.0.0.1 -p $(PORT) replaysite.asgi:application
+	DJANGO_DEBUG=1 $(BIN)/daphne -b 127.0.0.1 -p $(PORT) $(DAPHNE_OPTIONS) replaysite.asgi:application
 
 lint: install
 	$(BIN)/ruff check .

@@ -193,6 +193,9 @@ REPLAY_MAX_SOCKETS_PER_USER = env_int("REPLAY_MAX_SOCKETS_PER_USER", 50)
 # Share links (docs/contract.md §8): off with REPLAY_SHARING=0; open share sockets check their link
 # this often (revocation also closes them at once, through the channel layer).
 REPLAY_SHARING = env_bool("REPLAY_SHARING", True)
+# A socket opened with `report=1` waits this long for its resume report, then closes with
+# 1011 and the page reconnects (docs/contract.md §4, Live delivery).
+REPLAY_REPORT_WAIT_SECONDS = env_int("REPLAY_REPORT_WAIT_SECONDS", 10)
 REPLAY_SHARE_RECHECK_SECONDS = env_int("REPLAY_SHARE_RECHECK_SECONDS", 5)
 if REPLAY_SHARE_RECHECK_SECONDS > 10:
     raise ImproperlyConfigured(
@@ -292,7 +295,8 @@ if REDIS_URL:
         raise ImproperlyConfigured(f"REDIS_URL must be a redis:// URL, not {REDIS_URL!r}.")
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # channels-redis's, outlasting an outage (conversations/live/layers.py).
+            "BACKEND": "conversations.live.layers.OutlastingRedisChannelLayer",
             # redis-py's 5 s default read timeout would cut channels-redis's 5 s blocking
             # receive on an idle socket; give the read some room.
             "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 10}]},

@@ -17,6 +17,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
+from conversations.core import page_windows, socket_window
 from conversations.record import services
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -143,6 +144,15 @@ class Server:
                 self.process.wait(10)
 
 
+# daphne's options as the deployment and `make run` pass them (tests/test_socket_bounds.py
+# checks that they do): a client's frame is capped at what a page sends (§4 Bounds). The
+# message cap is autobahn's for both directions, so it is the server's largest frame.
+DAPHNE_OPTIONS = (
+    f"--websocket-max-frame-size={socket_window.CLIENT_BYTES}",
+    f"--websocket-max-message-size={page_windows.FRAME_BYTES}",
+)
+
+
 def start_daphne(tmp: Path, env: dict[str, str] | None = None, port: int | None = None) -> Server:
     """daphne on the test database; on `port` to restart a server where clients expect it."""
     port = port or free_port()
@@ -160,7 +170,7 @@ def start_daphne(tmp: Path, env: dict[str, str] | None = None, port: int | None 
         | (env or {})
     )
     process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), *DAPHNE_OPTIONS,
          "replaysite.asgi:application"],
         cwd=ROOT,
         env=environment,

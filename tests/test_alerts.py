@@ -5,6 +5,7 @@ and hostile text shown as text."""
 from __future__ import annotations
 
 import html
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -14,7 +15,7 @@ from django.test import Client
 from django.utils import timezone
 
 from conversations.record import services
-from conversations.record.models import Alert, AlertRule, AlertTimer, Delivery
+from conversations.record.models import Alert, AlertRule, AlertTimer, Conversation, Delivery
 from conversations.record.schemas import BLOCK_ADAPTER
 from tests.builders import text, tool_result, tool_use
 
@@ -461,3 +462,116 @@ def test_the_admin_add_form_still_takes_a_webhook_url(admin_client: Client) -> N
     )
     assert answer.status_code == 302
     assert AlertRule.objects.get().webhook_url == SECRET_URL
+
+
+# -- a tool_error alert names the message holding the error ---------------------------------------
+
+HOOK = "http://127.0.0.1:9/h"
+
+
+def before_the_error(api: Any) -> Any:
+    """A watched conversation with messages #0 and #1; the error comes at #2."""
+    services.alert_rule_create(kind="tool_error", webhook_url=HOOK)
+    c = conversation()
+    append(c, "user", text("start"))
+    append(c, "assistant", tool_use("t1"))
+    return c
+
+
+def assert_names_message_two(client: Client, c: Any) -> None:
+    """The alert, the page's link to it and the webhook's body all name message #2."""
+    (alert,) = Alert.objects.all()
+    assert alert.seq == 2 and "message #2" in alert.detail, alert.detail
+    page = client.get(c.get_absolute_url()).content.decode()
+    (item,) = re.findall(r'<li class="alert-item".*?</li>', page, re.S)
+    assert 'href="#m-2">#2</a>' in item and "#m-3" not in item
+    import orjson
+
+    (delivery,) = Delivery.objects.all()
+    body = orjson.loads(bytes(delivery.body))
+    assert body["seq"] == 2 and body["url"].endswith(f"{c.get_absolute_url()}#m-2")
+
+
+def test_an_error_posted_in_a_message_names_it_though_a_later_one_landed_first(
+    api: Any, operator_client: Client
+) -> None:
+    c = before_the_error(api)
+    path = f"/api/conversations/{c.pk}/messages"
+    # The alert loop evaluates off the request: the next message may be stored by then.
+    with commit(execute=False) as callbacks:
+        error = {"role": "user", "blocks": [tool_result("t1", "boom", is_error=True)]}
+        assert api.post(path, error).status_code == 201
+        assert (
+            api.post(path, {"role": "assistant", "blocks": [text("retrying")]}).status_code == 201
+        )
+    for callback in callbacks:
+        callback()
+    assert_names_message_two(operator_client, c)
+
+
+def test_an_error_appended_to_a_message_names_that_message(
+    api: Any, operator_client: Client
+) -> None:
+    c = before_the_error(api)
+    append(c, "user", tool_result("t0", "fine"))
+    append(c, "assistant", text("later"))
+    with commit(execute=True):
+        block = tool_result("t1", "boom", is_error=True)
+        answer = api.post(f"/api/conversations/{c.pk}/messages/2/blocks", block)
+    assert answer.status_code == 201, answer.content
+    assert_names_message_two(operator_client, c)
+
+
+def test_an_error_in_a_batch_names_its_message_not_the_batch_last(
+    api: Any, operator_client: Client
+) -> None:
+    c = before_the_error(api)
+    batch = {
+        "messages": [
+            {"role": "user", "blocks": [tool_result("t1", "boom", is_error=True)]},
+            {"role": "assistant", "blocks": [text("retrying")]},
+        ]
+    }
+    with commit(execute=True):
+        answer = api.post(f"/api/conversations/{c.pk}/messages/batch", batch)
+    assert answer.status_code == 201, answer.content
+    assert_names_message_two(operator_client, c)
+
+
+def test_an_error_in_an_import_names_its_message(api: Any, operator_client: Client) -> None:
+    services.alert_rule_create(kind="tool_error", webhook_url=HOOK)
+    body = {
+        "model": "claude-sonnet-4-5",
+        "messages": [
+            {"role": "user", "content": "start"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "x", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "content": "boom",
+                        "is_error": True,
+                    }
+                ],
+            },
+            {"role": "assistant", "content": "retrying"},
+        ],
+    }
+    with commit(execute=True):
+        answer = api.post("/api/imports?format=anthropic", body)
+    assert answer.status_code == 201, answer.content
+    assert_names_message_two(operator_client, Conversation.objects.get())
+
+
+def test_merged_changes_name_the_earliest_error() -> None:
+    """The alert loop merges what several commits appended: the first error stays named."""
+    one = services.Change("c", 2, 1, error_seq=2)
+    later = services.Change("c", 3, 0)
+    assert one.merged(later).error_seq == 2 and later.merged(one).error_seq == 2
+    assert one.merged(services.Change("c", 4, 1, error_seq=4)).error_seq == 2
+    assert later.merged(later).error_seq is None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import os
 import re
 import subprocess
@@ -26,8 +27,9 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
 
+from conversations.core.socket_window import CLIENT_BYTES
 from conversations.dashboard import socket_urls as routing
-from conversations.live import conversation as live_conversation
+from conversations.live import watcher
 from conversations.record import events, services
 from conversations.record.models import Conversation, Message
 from conversations.record.schemas import BLOCK_ADAPTER, MessageIn
@@ -437,9 +439,9 @@ async def test_a_socket_that_says_it_reports_takes_nothing_before_its_late_repor
 
 @in_loop
 async def test_a_socket_whose_promised_report_never_comes_closes_for_a_reconnect(
-    operator: Client, monkeypatch: pytest.MonkeyPatch
+    operator: Client, settings: Any
 ) -> None:
-    monkeypatch.setattr(live_conversation, "REPORT_WAIT", 0.5)
+    settings.REPLAY_REPORT_WAIT_SECONDS = 0.5
     conversation = await sync_to_async(create)()
     cid = conversation.id
     await sync_to_async(append)(cid, "user", [text("m0")])
@@ -447,7 +449,7 @@ async def test_a_socket_whose_promised_report_never_comes_closes_for_a_reconnect
     async with socket(path, operator) as ws:
         await sync_to_async(append)(cid, "user", [text("m1")])
         closed = await ws.receive_output(timeout=WAIT)
-        assert closed == {"type": "websocket.close", "code": 1011}
+        assert closed == {"type": "websocket.close", "code": watcher.RETRY}
 
 
 @in_loop
@@ -496,6 +498,23 @@ async def test_malformed_resume_reports_are_ignored_and_the_socket_stays_live(
         assert await ws.receive_nothing(QUIET)
         await sync_to_async(append)(cid, "user", [text("b")])
         assert article_order(await frame(ws)) == [1]
+
+
+@in_loop
+async def test_a_message_no_page_sends_closes_with_4400_unread(operator: Client) -> None:
+    # What reaches the consumer past daphne's cap (a server started without it): refused
+    # before it is parsed, as is a report of more than a window (docs/contract.md §4).
+    conversation = await sync_to_async(create)()
+    path = conversation_path(conversation.id)
+    for message in (
+        {"text_data": " " * (CLIENT_BYTES + 1)},
+        {"bytes_data": b"x" * (CLIENT_BYTES + 1)},
+        {"text_data": json.dumps({"type": "resume", "from": 0, "counts": [0] * 301})},
+    ):
+        async with socket(path, operator) as ws:
+            await ws.send_to(**message)
+            closed = await ws.receive_output(timeout=WAIT)
+            assert closed == {"type": "websocket.close", "code": 4400}, closed
 
 
 @in_loop

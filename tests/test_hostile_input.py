@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -23,7 +24,7 @@ from pydantic import ValidationError as SchemaError
 from conversations.core import strictjson
 from conversations.dashboard.socket_urls import conversation_socket_url
 from conversations.record.models import Block, Conversation, Message
-from conversations.record.schemas import MessageIn, error_sentence
+from conversations.record.schemas import MAX_ERRORS, MessageIn, error_sentence
 from replaysite.asgi import application
 from tests.builders import make_user, png, text, tool_use
 from tests.conftest import ApiClient
@@ -552,3 +553,86 @@ def test_201_answers_do_not_echo_the_bodies(api: ApiClient) -> None:
         "url": f"http://testserver/c/{cid}/#m-0",
     }
     assert Block.objects.filter(message__conversation_id=cid).count() == 3
+
+
+# -- a body of a million errors: the first few, at once -----------------------------------------
+
+MANY = 1_000_000
+BAD_BLOCK = {"type": "text"}  # its text missing
+
+
+def unknown_keys(**known: Any) -> dict[str, Any]:
+    """About 11.6 MB of unknown keys after `known`: under the body limit."""
+    return known | {f"k{i}": 1 for i in range(MANY)}
+
+
+MANY_ERRORS: list[tuple[str, str, Any, str]] = [
+    ("create", "conversations", lambda: unknown_keys(title="t"), "k0"),
+    ("patch", "conversation", lambda: unknown_keys(context_window=None), "k0"),
+    ("message-keys", "messages", lambda: unknown_keys(role="user"), "k0"),
+    ("block-keys", "messages",
+     lambda: {"role": "user", "blocks": [unknown_keys(type="text", text="x")]}, "blocks[0].k0"),
+    ("bad-blocks", "messages", lambda: {"role": "user", "blocks": [BAD_BLOCK] * MANY},
+     "blocks[0].text"),
+    ("wrong-types", "messages", lambda: {"role": "user", "blocks": [1] * MANY}, "blocks[0]"),
+    ("batch-of-bad-blocks", "batch",
+     lambda: {"messages": [{"role": "user", "blocks": [BAD_BLOCK] * 200}] * 5000},
+     "messages[0].blocks[0].text"),
+    ("batch-of-keys", "batch", lambda: {"messages": [unknown_keys(role="user")]},
+     "messages[0].k0"),
+    ("one-block", "blocks", lambda: unknown_keys(type="text", text="x"), "k0"),
+    ("note-keys", "notes", lambda: unknown_keys(text="x"), "k0"),
+    ("note-labels", "notes", lambda: {"text": "x", "labels": [1] * MANY}, "labels[0]"),
+    ("share", "shares", lambda: unknown_keys(), "k0"),
+    ("alert-rule", "alert-rules", lambda: unknown_keys(kind="pressure"), "k0"),
+    ("import", "imports", lambda: {"messages": [{"role": "x", "content": ""}] * 400_000},
+     "messages[0].role"),
+    ("import-blocks", "imports",
+     lambda: {"messages": [{"role": "user", "content": [{"type": "text"}] * 700_000}]},
+     "messages[0].content[0].text"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("target", "body", "field"),
+    [pytest.param(target, body, field, id=name) for name, target, body, field in MANY_ERRORS],
+)
+def test_a_body_of_a_million_errors_is_refused_at_once_by_its_first_few(
+    api: ApiClient, target: str, body: Any, field: str
+) -> None:
+    """docs/contract.md §3: the answer names the first field and a few more, at once, in a
+    few KB, however many errors the body holds. The time bound is generous (a loaded
+    machine; reading the body's JSON alone takes about a second there): the fault took 29 s."""
+    cid = api.post(LIST, {"title": "t"}).json()["id"]
+    assert api.post(messages_url(cid), {"role": "user"}).status_code == 201
+    path = {
+        "conversations": LIST,
+        "conversation": f"{LIST}/{cid}",
+        "messages": messages_url(cid),
+        "batch": f"{messages_url(cid)}/batch",
+        "blocks": blocks_url(cid, 0),
+        "notes": f"{messages_url(cid)}/0/notes",
+        "shares": f"{LIST}/{cid}/shares",
+        "alert-rules": "/api/alert-rules",
+        "imports": "/api/imports?format=anthropic",
+    }[target]
+    raw = json.dumps(body(), separators=(",", ":")).encode()
+    assert len(raw) < 20 * 1024 * 1024  # under REPLAY_MAX_BODY_MB: it is read and validated
+    before = state()
+    started = time.process_time()  # the server's time: the view runs in this process
+    if target == "conversation":
+        response = api.client.patch(
+            path, raw, content_type="application/json", headers=api._headers(None)
+        )
+    else:
+        response = api.post(path, raw)
+    elapsed = time.process_time() - started
+    assert response.status_code == 400, response.content[:500]
+    assert len(response.content) < 4096
+    answer = response.json()
+    assert answer["where" if target == "imports" else "field"] == field  # §6: imports say where
+    assert answer["error"].startswith("The file is not readable" if target == "imports" else field)
+    assert len(answer.get("errors", [])) <= MAX_ERRORS
+    assert answer.get("errors", [{"field": field}])[0]["field"] == field
+    assert elapsed < 5, elapsed
+    assert state() == before

@@ -493,6 +493,21 @@ def test_otel_export_spans_keep_model_and_usage() -> None:
     assert imported.messages[1].metadata["gen_ai.usage.input_tokens"] == 3
 
 
+def test_otel_export_of_one_span_keeps_its_usage_on_its_output_only() -> None:
+    """A first span that repeats earlier turns: their usage was other calls', never this
+    one's (docs/contract.md §6 rule 4)."""
+    history = [_user("a"), _assistant("b"), _user("c"), _assistant("d"), _user("e")]
+    export = _export([_span("t", 1, history, [_assistant("f")], model="m", tokens=(140, 9))])
+    imported = importers.read(dumps(export))
+    carrying = [
+        i for i, m in enumerate(imported.messages) if "gen_ai.usage.input_tokens" in m.metadata
+    ]
+    assert carrying == [5]
+    assert imported.messages[5].metadata["gen_ai.request.model"] == "m"
+    assert "gen_ai.request.model" not in imported.messages[1].metadata
+    assert imported.messages[1].metadata["span"] == "resourceSpans[0].scopeSpans[0].spans[0]"
+
+
 def test_new_messages_is_what_a_span_adds() -> None:
     first = otel_genai.messages(None, [_user("hi")], [_assistant("a")]).messages
     second = otel_genai.messages(None, [_user("hi"), _assistant("a"), _user("x")], None).messages
@@ -682,7 +697,9 @@ def test_a_wrong_format_forced_is_an_error() -> None:
     body = importdata.request_bodies("openai_responses_reasoning_function_call_output.json")[-1]
     with pytest.raises(ImportFormatError) as caught:
         importers.read(body, "anthropic")
-    assert caught.value.where == "messages"
+    # The content shows openai-responses (its `input`): the named format is refused.
+    assert caught.value.where == "input" and caught.value.format == "anthropic"
+    assert "shows openai-responses content, not anthropic" in caught.value.message
 
 
 def test_an_ambiguous_body_names_the_formats_tried() -> None:

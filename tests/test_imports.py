@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import Client
 
 from conversations.record.models import Block, Conversation, Message
 from tests import importdata
 from tests.conftest import ApiClient, Server
 from tests.realdata import REAL
+from tests.test_import_views import importer
 
 IMPORTS = "/api/imports"
 COMPACT = REAL / "claude_code_compact_boundary.jsonl"
@@ -168,8 +170,9 @@ def test_sidechains_are_stored_as_linked_conversations(api: ApiClient) -> None:
         (
             json.dumps({"input": "hi", "instructions": "x"}).encode(),
             "?format=anthropic",
-            "messages",
+            "input",  # openai-responses content: the named format is refused (§6)
         ),
+        (json.dumps({"prompt": "hi"}).encode(), "?format=anthropic", "messages"),
         (
             json.dumps(
                 {"messages": [{"role": "user", "content": [{"type": "text", "text": "a\u0000b"}]}]}
@@ -388,3 +391,125 @@ def test_a_multipart_upload_to_a_real_server_is_imported(
     assert missing.status_code == 400 and missing.json()["field"] == "file"
     conversation = Conversation.objects.get(pk=response.json()["id"])
     assert conversation.metadata["import"]["file_name"] == "session.jsonl"
+
+
+# -- a named format the content contradicts (docs/contract.md §6) --------------------------------
+
+
+def _real_by_format() -> list[tuple[str, str, bytes]]:
+    """(format, label, bytes): the first recorded body of each real recording."""
+    sources = [
+        (format, name, importdata.request_bodies(name)[0])
+        for name, format in importdata.REQUEST_FILES.items()
+    ]
+    sources += [
+        ("claude-code", name, (REAL / name).read_bytes()) for name in importdata.SESSION_FILES
+    ]
+    sources += [
+        ("otel-genai", f"{name}: {label}", raw)
+        for name in importdata.OTEL_FILES
+        for label, raw in importdata.otel_sources(name)[:1]
+    ]
+    return sources
+
+
+FORMATS = ("anthropic", "openai-chat", "openai-responses", "claude-code", "otel-genai")
+WRONG = [
+    (right, wrong, label, raw)
+    for right, label, raw in _real_by_format()
+    for wrong in FORMATS
+    if wrong != right
+]
+WRONG_IDS = [f"{label} as {wrong}" for _right, wrong, label, _raw in WRONG]
+# One recording of each format, for the command and the drop zone.
+ONE_WRONG = [
+    case
+    for case in WRONG
+    if case[2]
+    in {
+        "anthropic_sdk_tool_result_is_error.json",
+        "openai_chat_tool_calls_tool_role_image_url.json",
+        "openai_responses_reasoning_function_call_output.json",
+        "claude_code_compact_boundary.jsonl",
+        "otel_genai_pydantic_ai_emitter_snapshots.json: test_instrumented_model",
+    }
+]
+ONE_WRONG_IDS = [f"{right} as {wrong}" for right, wrong, _label, _raw in ONE_WRONG]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("right", "wrong", "label", "raw"), WRONG, ids=WRONG_IDS)
+def test_a_wrong_format_is_a_400_naming_it_and_never_blocks_the_right_import(
+    api: ApiClient, right: str, wrong: str, label: str, raw: bytes
+) -> None:
+    refused = post(api, raw, f"?format={wrong}")
+    assert refused.status_code == 400, refused.content
+    answer = refused.json()
+    assert answer["format"] == wrong and f"not readable as {wrong}: " in answer["error"]
+    assert answer["where"] and f"{answer['where']}: " in answer["error"]
+    assert counts() == (0, 0, 0)
+    detected = post(api, raw)
+    assert detected.status_code == 201, detected.content
+    assert detected.json()["messages"] > 0
+    stored = Conversation.objects.get(pk=detected.json()["id"])
+    assert stored.metadata["import"]["format"] == right
+    # The same bytes with the wrong format again: still refused, not "already imported".
+    assert post(api, raw, f"?format={wrong}").status_code == 400
+    assert post(api, raw, f"?format={right}").json()["id"] == str(stored.id)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("right", "wrong", "label", "raw"), ONE_WRONG, ids=ONE_WRONG_IDS)
+def test_manage_import_refuses_a_wrong_format_naming_it(
+    tmp_path: Path, right: str, wrong: str, label: str, raw: bytes
+) -> None:
+    path = tmp_path / "transcript"
+    path.write_bytes(raw)
+    err = StringIO()
+    with pytest.raises(CommandError):
+        call_command("import", str(path), format=wrong, stderr=err)
+    assert f"transcript: not imported as {wrong}: " in err.getvalue()
+    assert counts() == (0, 0, 0)
+    out = StringIO()
+    call_command("import", str(path), stdout=out)
+    assert "transcript: imported)" in out.getvalue()
+    assert Conversation.objects.get().metadata["import"]["format"] == right
+    with pytest.raises(CommandError):
+        call_command("import", str(path), format=wrong, stderr=StringIO())
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("right", "wrong", "label", "raw"), ONE_WRONG, ids=ONE_WRONG_IDS)
+def test_the_drop_zone_refuses_a_wrong_format_naming_it(
+    right: str, wrong: str, label: str, raw: bytes
+) -> None:
+    client = Client()
+    client.force_login(importer())
+
+    def drop(query: str) -> Any:
+        return client.post("/imports" + query, raw, content_type="application/octet-stream")
+
+    refused = drop(f"?format={wrong}")
+    assert refused.status_code == 400, refused.content
+    assert f"not readable as {wrong}: " in refused.json()["error"]
+    assert counts() == (0, 0, 0)
+    dropped = drop("")
+    assert dropped.status_code == 201 and dropped.json()["messages"] > 0
+    assert Conversation.objects.get().metadata["import"]["format"] == right
+    assert drop(f"?format={wrong}").status_code == 400
+
+
+@pytest.mark.django_db
+def test_bytes_another_format_read_are_never_the_answer(api: ApiClient) -> None:
+    ambiguous = json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode()
+    first = post(api, ambiguous, "?format=anthropic")
+    assert first.status_code == 201, first.content
+    other = post(api, ambiguous, "?format=openai-chat")
+    assert other.status_code == 400 and other.json()["field"] == "format"
+    assert (
+        f"imported before as anthropic (conversation {first.json()['id']})"
+        in (other.json()["error"])
+    )
+    assert post(api, ambiguous).status_code == 400  # still ambiguous: as before the import
+    assert post(api, ambiguous, "?format=anthropic").json()["id"] == first.json()["id"]
+    assert Conversation.objects.count() == 1

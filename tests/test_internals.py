@@ -119,6 +119,17 @@ def test_the_wire_is_found_behind_daphnes_send_and_nowhere_else() -> None:
     assert wire_of(Server().handle_reply) is None  # channels' test communicator, say
 
 
+def test_autobahn_still_fails_an_oversized_frame_by_its_protocols_fail_by_drop() -> None:
+    # Wire sets `failByDrop` on the connection's protocol (a 1009 close, not a drop): it
+    # must stay a per-connection option that failing a connection reads.
+    from autobahn.websocket.protocol import WebSocketProtocol
+
+    assert "failByDrop" in WebSocketProtocol.CONFIG_ATTRS_COMMON
+    assert "self.failByDrop" in inspect.getsource(WebSocketProtocol._fail_connection)
+    source = inspect.getsource(WebSocketProtocol.onMessageFrameBegin)
+    assert "maxFramePayloadSize" in source and "_max_message_size_exceeded" in source
+
+
 def test_a_prepared_frame_is_the_websocket_frame_autobahn_would_send() -> None:
     from autobahn.websocket.protocol import PreparedMessage, WebSocketProtocol
 

@@ -228,7 +228,7 @@ def test_a_share_link_shows_the_divider_without_the_diff_it_cannot_reach(api: Ap
 
 def test_the_window_is_set_per_conversation_through_the_api(api: ApiClient) -> None:
     (cid,) = imported(api, Path(REAL) / "claude_code_compact_boundary.jsonl")
-    assert context(api, cid)["window_source"] == "table"
+    assert context(api, cid)["window_source"] == "claude-code"
 
     def patch(body: bytes) -> Any:
         return api.client.patch(
@@ -243,7 +243,7 @@ def test_the_window_is_set_per_conversation_through_the_api(api: ApiClient) -> N
     for bad in (b'{"context_window": 0}', b'{"context_window": "x"}', b'{"title": "y"}', b"[]"):
         assert patch(bad).status_code == 400, bad
     back = patch(b'{"context_window": null}')
-    assert back.status_code == 200 and context(api, cid)["window_source"] == "table"
+    assert back.status_code == 200 and context(api, cid)["window_source"] == "claude-code"
 
 
 def test_the_list_counts_a_conversation_s_compactions(api: ApiClient, operator_client: Any) -> None:
@@ -277,10 +277,124 @@ def test_the_page_sets_a_conversation_s_window_for_those_who_may_change_it(
     data = context(api, cid)
     assert (data["window"], data["window_source"]) == (64_000, "conversation")
     html = client.get(page).content.decode()
-    assert 'value="64000"' in html and "from the conversation" in html
+    assert 'value="64000"' in html and "window 64,000 — set on this conversation" in html
     refused = client.post(f"/c/{cid}/window", {"context_window": "<b hx-get=/x>1</b>"})
     assert refused.status_code == 400 and b"hx-get" not in refused.content
     assert client.post(f"/c/{cid}/window", {"context_window": ""}).status_code == 302
-    assert context(api, cid)["window_source"] == "table"
+    assert context(api, cid)["window_source"] == "claude-code"
     assert Client().post(f"/c/{cid}/window", {"context_window": "9"}).status_code == 302  # login
-    assert context(api, cid)["window_source"] == "table"
+    assert context(api, cid)["window_source"] == "claude-code"
+
+
+# -- the window a Claude Code session ran with ----------------------------------------------
+
+
+def imported_bytes(api: ApiClient, body: bytes) -> str:
+    response = api.client.post(
+        "/api/imports?format=claude-code",
+        body,
+        content_type="application/octet-stream",
+        headers=api._headers(None),
+    )
+    assert response.status_code == 201, response.content[:300]
+    return str(response.json()["id"])
+
+
+def test_a_claude_code_session_counts_against_claude_code_s_window_not_the_table_s(
+    api: ApiClient, operator_client: Any
+) -> None:
+    """genai-prices gives claude-opus-4-6 a 1M window; Claude Code runs it with 200,000
+    unless it says otherwise, and the page says where the figure came from."""
+    from conversations.core import context_windows
+
+    assert context_windows.window_of("claude-opus-4-6") == 1_000_000  # the table's figure
+    (cid,) = imported(api, Path(REAL) / "claude_code_tool_heavy_parallel_interrupts.jsonl")
+    data = context(api, cid)
+    assert (data["model"], data["window"]) == ("claude-opus-4-6", 200_000)
+    assert data["window_source"] == "claude-code"
+    html = operator_client.get(f"/c/{cid}/").content.decode()
+    share = f"{data['next_request']['tokens'] / 200_000:.1%}"
+    assert f'<span class="next-percent">{share}</span>' in html
+    assert "window 200,000 — Claude Code&#x27;s default (claude-opus-4-6)" in html
+    # The overrides still win, and say so.
+    assert (context(api, cid, window=9_000)["window_source"]) == "view"
+    assert (
+        "window 9,000 — from ?window="
+        in operator_client.get(f"/c/{cid}/?window=9000").content.decode()
+    )
+    by_model = context(api, cid, model="claude-opus-4-6")
+    assert (by_model["window"], by_model["window_source"]) == (1_000_000, "table")
+
+
+def test_a_claude_code_session_that_says_it_ran_with_the_1m_context_gets_it(
+    api: ApiClient,
+) -> None:
+    raw = (Path(REAL) / "claude_code_tool_heavy_parallel_interrupts.jsonl").read_bytes()
+    cid = imported_bytes(api, raw.replace(b'"claude-opus-4-6"', b'"claude-opus-4-6[1m]"'))
+    data = context(api, cid)
+    assert (data["window"], data["window_source"]) == (1_000_000, "claude-code-1m")
+
+
+def test_a_claude_code_compaction_past_200k_is_evidence_of_the_1m_window(
+    api: ApiClient, operator_client: Any
+) -> None:
+    raw = (Path(REAL) / "claude_code_compact_boundary.jsonl").read_bytes()
+    assert b'"preTokens":15808' in raw
+    small = imported_bytes(api, raw)
+    assert (context(api, small)["window"], context(api, small)["window_source"]) == (
+        200_000,
+        "claude-code",
+    )
+    cid = imported_bytes(api, raw.replace(b'"preTokens":15808', b'"preTokens":412345'))
+    data = context(api, cid)
+    assert (data["window"], data["window_source"]) == (1_000_000, "compaction")
+    html = operator_client.get(f"/c/{cid}/").content.decode()
+    assert "window 1,000,000 — Claude Code&#x27;s 1M context (it compacted at 412,345" in html
+
+
+def test_an_otel_import_measures_the_next_request_at_the_spans_own_answer(
+    api: ApiClient,
+) -> None:
+    """One exported span whose input repeats three long earlier turns: its usage is its
+    answer's, so nothing is counted twice (docs/contract.md §6, §7)."""
+    import json
+
+    def part(role: str, text: str) -> dict[str, Any]:
+        return {"role": role, "parts": [{"type": "text", "content": text}]}
+
+    history = []
+    for n in range(3):
+        history += [part("user", f"Step {n}?"), part("assistant", "lorem ipsum " * 1_500)]
+    attributes = {
+        "gen_ai.input.messages": json.dumps([*history, part("user", "And now?")]),
+        "gen_ai.output.messages": json.dumps([part("assistant", "Done.")]),
+        "gen_ai.request.model": "gpt-4o",
+        "gen_ai.response.id": "chatcmpl-1",
+        "gen_ai.usage.input_tokens": 14_000,
+    }
+    span = {
+        "traceId": "ab" * 16,
+        "spanId": "cd" * 8,
+        "startTimeUnixNano": "1",
+        "attributes": [
+            {"key": k, "value": {"intValue": str(v)} if isinstance(v, int) else {"stringValue": v}}
+            for k, v in attributes.items()
+        ],
+    }
+    body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+    response = api.client.post(
+        "/api/imports?format=otel-genai",
+        body,
+        content_type="application/octet-stream",
+        headers=api._headers(None),
+    )
+    assert response.status_code == 201, response.content[:300]
+    data = context(api, response.json()["id"])
+    last = data["messages"][-1]
+    assert data["next_request"] == {
+        "tokens": 14_000 + last["tokens"],
+        "basis": "measured",
+        "measured_seq": last["seq"],
+    }
+    assert data["unrecorded"]["measured_seq"] == last["seq"]
+    assert data["total"] + data["unrecorded"]["tokens"] == data["next_request"]["tokens"]

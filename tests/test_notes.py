@@ -6,18 +6,21 @@ before and after notes exist)."""
 from __future__ import annotations
 
 import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 from django.contrib.auth.models import Permission, User
-from django.db import connection
+from django.db import connection, transaction
 from django.test import Client
 
 from conversations.record import search_reads, services
 from conversations.record.models import Conversation, Note, NoteLabel
 from tests.builders import make_user, stored, text, tool_result, tool_use
-from tests.conftest import ApiClient
+from tests.conftest import ApiClient, Server, start_daphne
 
 pytestmark = pytest.mark.django_db
 
@@ -752,3 +755,66 @@ def test_a_message_with_the_most_notes_stays_under_the_frame_limit(operator: Use
     assert len(frame.html.encode()) <= page_windows.FRAME_BYTES
     notes = fragments.notes_frame(str(conversation.id), 0)
     assert len(notes.encode()) < 64 * 1024
+
+
+def lock_waiters() -> int:
+    """How many sessions of the test database wait on a lock."""
+    with connection.cursor() as cursor:
+        # A transaction reads one snapshot of the statistics views unless told to drop it.
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT count(DISTINCT l.pid) FROM pg_locks l JOIN pg_stat_activity a"
+            " ON a.pid = l.pid WHERE NOT l.granted AND a.datname = current_database()"
+        )
+        (count,) = cursor.fetchone()
+    return int(count)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="concurrent writers: PostgreSQL")
+def test_concurrent_label_patches_leave_the_index_equal_to_the_notes_labels(
+    daphne: Server, tmp_path: Path
+) -> None:
+    """Two servers (two processes) PATCH one note's labels at once. The test holds the note's
+    row until both wait on a lock, so they overlap every round: without the PATCH locking
+    the note first, both deleted the old label rows before either's new ones were visible,
+    and the index kept both writers' labels."""
+    conversation = run()
+    _, clear = services.api_token_create(label="labeller")
+    note = services.note_add(
+        conversation=conversation, message_seq=1, text="a note", token_label="labeller"
+    )
+    servers = [daphne, start_daphne(tmp_path, {"REPLAY_WEBHOOK_SENDER": "0"})]
+    clients = [server.client(clear) for server in servers]
+    rounds = 3
+    for client in clients:  # each server's first request sets it up
+        assert client.get(f"/api/notes/{note.pk}").status_code in (200, 405)
+
+    def write(writer: int, i: int) -> None:
+        labels = [f"{'lm'[writer]}{i}", f"{'lm'[writer]}{i}-x"]
+        response = clients[writer].patch(f"/api/notes/{note.pk}", json={"labels": labels})
+        assert response.status_code == 200, response.text
+
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            for i in range(rounds):
+                with transaction.atomic():
+                    Note.objects.select_for_update().get(pk=note.pk)
+                    writes = [pool.submit(write, w, i) for w in (0, 1)]
+                    deadline = time.monotonic() + 20
+                    while lock_waiters() < 2 and time.monotonic() < deadline:
+                        time.sleep(0.01)
+                    assert lock_waiters() == 2
+                for done in writes:
+                    done.result(timeout=20)
+    finally:
+        for client in clients:
+            client.close()
+        servers[1].stop()
+    note.refresh_from_db()
+    rows = sorted(NoteLabel.objects.filter(note=note).values_list("name", flat=True))
+    assert rows == sorted(note.labels)
+    api = ApiClient(clear)
+    for label in [f"{w}{i}" for w in "lm" for i in range(rounds)]:
+        listed = [r["id"] for r in api.get("/api/conversations", label=label).json()["results"]]
+        assert listed == ([str(conversation.id)] if label in note.labels else []), label

@@ -23,6 +23,7 @@ from conversations.core import otlp
 from conversations.record.models import Conversation, Message, TraceConversation
 from tests import otlpdata
 from tests.otlpdata import assistant, chat_turns, genai_attributes, request, span, user
+from tests.realdata import REAL
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -457,3 +458,76 @@ def test_the_list_page_pays_one_query_for_rejections_when_there_are_none(
     since = timezone.now() - timedelta(hours=24)
     with django_assert_num_queries(1):
         assert selectors.spans_rejected_since(since) == (0, [])
+
+
+# --- usage belongs to the span's own output (docs/contract.md §6, §7) --------------------
+
+
+def _long_history(turns: int) -> list[dict]:
+    """`turns` earlier exchanges whose answers are long: what an agent's later span repeats."""
+    history = []
+    for n in range(turns):
+        history += [user(f"Step {n}?"), assistant(f"Result {n}: " + "lorem ipsum dolor " * 900)]
+    return [*history, user("And now?")]
+
+
+def _span_with_usage(inputs: list[dict], outputs: list[dict], **extra) -> ExportTraceServiceRequest:
+    values = genai_attributes(inputs, outputs, conversation="usage-1") | {
+        "gen_ai.usage.input_tokens": 14_000,
+        "gen_ai.usage.output_tokens": 9,
+        "gen_ai.response.id": "chatcmpl-last",
+        **extra,
+    }
+    return request(span(values))
+
+
+def test_a_spans_usage_is_kept_on_its_output_not_on_the_history_it_repeats(token):
+    """The semantic conventions' own tool-call span: its input holds the earlier assistant
+    call, whose usage was another span's."""
+    examples = {
+        e.get("anchor"): e["value"]
+        for e in json.loads((REAL / "otel_genai_semconv_examples.json").read_text())["examples"]
+    }
+    export = _span_with_usage(
+        examples["gen-ai-input-messages-tool-call-span-2"],
+        examples["gen-ai-output-messages-tool-call-span-2"],
+    )
+    assert post(export.SerializeToString(), token).status_code == 200
+    conversation = TraceConversation.objects.get(key="usage-1").conversation
+    carrying = {
+        m.seq: m.metadata.get("gen_ai.usage.input_tokens") for m in conversation.messages.all()
+    }
+    last = conversation.message_count - 1
+    assert [seq for seq, n in carrying.items() if n is not None] == [last]
+    earlier_call = conversation.messages.get(seq=last - 2)
+    assert earlier_call.role == "assistant"
+    assert "gen_ai.response.id" not in earlier_call.metadata  # not the last call's answer
+    assert earlier_call.metadata["span_id"]  # still says which span brought it
+
+
+def test_the_next_request_of_a_span_repeating_its_history_is_its_measurement(
+    token, api, operator_client
+):
+    """The page's headline and bar say what the API says: the span's measured input plus
+    its own answer, and what the record lacks inferred at that answer."""
+    export = _span_with_usage(_long_history(3), [assistant("Done.")])
+    assert post(export.SerializeToString(), token).status_code == 200
+    conversation = TraceConversation.objects.get(key="usage-1").conversation
+    data = api.get(f"/api/conversations/{conversation.id}/context").json()
+    last = data["messages"][-1]
+    assert data["next_request"] == {
+        "tokens": 14_000 + last["tokens"],
+        "basis": "measured",
+        "measured_seq": last["seq"],
+    }
+    before = data["total"] - last["tokens"]
+    assert data["unrecorded"] == {"tokens": 14_000 - before, "measured_seq": last["seq"]}
+    html = operator_client.get(f"/c/{conversation.id}/").content.decode()
+    head = data["next_request"]
+    assert f"≈{head['tokens']:,} tokens next request</strong> — " in html
+    assert f"measured at #{last['seq']} + ≈{last['tokens']:,} since</span>" in html
+    unrecorded = data["unrecorded"]["tokens"]
+    assert f"≈{unrecorded:,} unrecorded, inferred from usage at" in html
+    assert f'data-kind="unrecorded" data-tokens="{unrecorded}"' in html
+    # The bar's parts, the record and what it lacks, add up to the headline.
+    assert data["total"] + unrecorded == head["tokens"]

@@ -237,7 +237,7 @@ def test_without_redis_url_the_channel_layer_is_in_memory(tmp_path: Path) -> Non
 def test_redis_url_switches_to_the_redis_channel_layer(tmp_path: Path) -> None:
     layers = show(tmp_path, REDIS_URL="redis://127.0.0.1:6379/3")["CHANNEL_LAYERS"]
 
-    assert layers["default"]["BACKEND"] == "channels_redis.core.RedisChannelLayer"
+    assert layers["default"]["BACKEND"] == "conversations.live.layers.OutlastingRedisChannelLayer"
     assert layers["default"]["CONFIG"]["hosts"] == [
         {"address": "redis://127.0.0.1:6379/3", "socket_timeout": 10}
     ]

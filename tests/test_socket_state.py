@@ -4,9 +4,18 @@ lacks, its resume report, and the per-key socket quota. No database, no server, 
 
 from __future__ import annotations
 
+import pytest
+
 from conversations.core import page_windows
 from conversations.core.bursts import Budget, Positions, Serving
-from conversations.core.socket_window import HeldWindow, Quota, Report, parse_report
+from conversations.core.socket_window import (
+    CLIENT_BYTES,
+    HeldWindow,
+    Quota,
+    RefusedReport,
+    Report,
+    parse_report,
+)
 
 # -- what waits while behind ---------------------------------------------------------------------
 
@@ -260,10 +269,17 @@ def test_a_resume_report_is_parsed_or_ignored() -> None:
         assert parse_report(bad) is None, bad
 
 
-def test_a_report_longer_than_a_page_keeps_its_end() -> None:
-    counts = list(range(page_windows.DOCUMENT + 7))
-    report = parse_report(f'{{"type": "resume", "from": 10, "counts": {counts}}}')
-    assert report == Report(17, counts[7:], True)
+def test_a_report_longer_than_a_page_or_the_cap_is_refused_unread() -> None:
+    # A page holds at most DOCUMENT messages: a longer report is no page's.
+    window = list(range(page_windows.DOCUMENT))
+    report = parse_report(f'{{"type": "resume", "from": 10, "counts": {window}}}')
+    assert report == Report(10, window, True)
+    with pytest.raises(RefusedReport, match="301 positions"):
+        parse_report(f'{{"type": "resume", "from": 10, "counts": {[0] * 301}}}')
+    # Over the cap it is not even parsed: nonsense is refused like a report.
+    with pytest.raises(RefusedReport, match="characters"):
+        parse_report("x" * (CLIENT_BYTES + 1))
+    assert parse_report("x" * CLIENT_BYTES) is None
 
 
 # -- the quota ---------------------------------------------------------------------------------

@@ -7,16 +7,23 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import orjson
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import Client
 
-from conversations.record import selectors, services, shapes, streams
+from conversations.core import diff
+from conversations.core.compact import Policy
+from conversations.core.options import ReplayOptions
+from conversations.core.replay import Shape
+from conversations.dashboard.presenters.diff import DIFF_WINDOW
+from conversations.record import preview_counts, selectors, services, shapes, streams
 from conversations.record.models import Conversation
-from conversations.record.schemas import TextIn
+from conversations.record.schemas import TextIn, ToolResultIn, ToolUseIn
+from tests.conftest import Server
 from tests.importdata import request_bodies
 from tests.realdata import REAL
 from tests.test_api import one
@@ -81,6 +88,95 @@ def test_streamed_reads_send_the_bytes_of_the_whole_reads(
             assert response.status_code == 200
             assert response.streaming
             assert response.content == text, (vision, shape)
+
+
+POLICIES = [
+    {"compact": "microcompact"},
+    {"compact": "microcompact", "keep": "0"},
+    {"compact": "clear_tool_uses", "trigger": "0"},
+    {"compact": "clear_tool_uses", "trigger": "0", "keep": "1", "clear_tool_inputs": "true"},
+    {"compact": "clear_tool_uses"},
+    {"compact": "clear_tool_uses", "trigger": "0", "keep": "0", "clear_at_least": "1"},
+    {"compact": "clear_tool_uses", "trigger": "0", "keep": "0", "clear_at_least": "200"},
+    {"compact": "clear_tool_uses", "trigger": "0", "exclude_tools": "Bash,read"},
+    {"compact": "clear_thinking"},
+    {"compact": "clear_thinking", "keep": "0"},
+    {"compact": "boundary"},
+]
+
+
+@pytest.mark.sqlite
+@pytest.mark.parametrize(("format", "raw"), SOURCES, ids=[f for f, _ in SOURCES])
+def test_compacted_payloads_stream_the_bytes_of_the_whole_read(
+    api: Any, operator_client: Client, small_reads: None, format: str, raw: bytes
+) -> None:
+    """Every policy and toggle: the API's and the download's bytes are those of the payload
+    built whole (`preview_counts.compacted_payload`), sent as they are read."""
+    conversation = imported(format, raw)
+    cid = conversation.pk
+    for query in POLICIES:
+        policy = Policy.from_query(query)
+        assert policy is not None
+        for vision, shape in TOGGLES:
+            options = ReplayOptions(vision, cast(Shape, shape))
+            whole = orjson.dumps(preview_counts.compacted_payload(conversation, options, policy))
+            for response in (
+                api.get(f"/api/conversations/{cid}/replay", **toggles(vision, shape), **query),
+                operator_client.get(f"/c/{cid}/replay.json", toggles(vision, shape) | query),
+            ):
+                assert response.status_code == 200
+                assert response.streaming, (query, vision, shape)
+                assert response.content == whole, (query, vision, shape)
+
+
+@pytest.mark.sqlite
+def test_a_boundary_payload_streams_from_the_boundary(api: Any, small_reads: None) -> None:
+    """Messages before the last boundary are left out, system messages too (the anthropic
+    shape lifts only those after it)."""
+    conversation = services.conversation_create(title="Boundary")
+    for seq, role in enumerate(["system", "user", "assistant", "system", "user", "assistant"]):
+        blocks = [TextIn(type="text", text=f"{seq:03d} {role}")]
+        services.message_append(conversation=conversation, role=role, blocks=blocks)
+    conversation.metadata = {"compact_boundaries": [{"seq": 1}, {"seq": 3}]}
+    conversation.save(update_fields=["metadata"])
+    policy = Policy(name="boundary")
+    path = f"/api/conversations/{conversation.pk}/replay"
+    for shape in ("openai", "anthropic"):
+        options = ReplayOptions(True, cast(Shape, shape))
+        whole = orjson.dumps(preview_counts.compacted_payload(conversation, options, policy))
+        response = api.get(path, compact="boundary", shape=shape)
+        assert response.streaming
+        assert response.content == whole, shape
+        body = orjson.loads(response.content)
+        if shape == "anthropic":
+            assert body["system"] == "003 system"
+            assert [m["content"][:3] for m in body["messages"]] == ["004", "005"]
+        else:
+            assert [m["content"][:3] for m in body["messages"]] == ["003", "004", "005"]
+
+
+@pytest.mark.sqlite
+@pytest.mark.parametrize(("format", "raw"), SOURCES, ids=[f for f, _ in SOURCES])
+def test_the_diff_of_two_shapes_aligns_as_the_whole_projections_do(
+    operator_client: Client, format: str, raw: bytes
+) -> None:
+    """Read from the messages' starts, the page's rows are those of the two whole payloads
+    aligned (on records whose texts fit a page's cut)."""
+    conversation = imported(format, raw)
+    for query, policy in (({}, None), ({"b_compact": "microcompact"}, "microcompact")):
+        left = selectors.replay_payload(conversation, vision=True, shape="openai")
+        options = ReplayOptions(True, "anthropic")
+        if policy is None:
+            right = selectors.replay_payload(conversation, vision=True, shape="anthropic")
+        else:
+            found = Policy.from_query({"compact": policy})
+            assert found is not None
+            right = preview_counts.compacted_payload(conversation, options, found)
+        rows = diff.diff(left, right)[:DIFF_WINDOW]
+        page = operator_client.get(
+            f"/c/{conversation.pk}/diff", {"b_shape": "anthropic"} | query
+        ).content.decode()
+        assert re.findall(r'data-status="(\w+)"', page) == [r.status for r in rows], query
 
 
 @pytest.mark.sqlite
@@ -302,3 +398,78 @@ def test_the_markdown_export_heads_each_message_with_the_source_time_as_the_page
             f"#1 user · {stored[1]}",
             f"#2 user · {stored[2]}",
         ]
+
+
+HUGE_MESSAGES = 30
+HUGE = 10 * 1024 * 1024  # characters of each of its messages
+# What one whole-record read may add to the server's RSS: the uncompacted streamed replay
+# of this record adds 110-150 MB on a shared 2-core machine (a message of 10 MB is held a
+# few times over while it is sent); whole, these reads added 770-1,200 MB.
+GROWTH_MB = 200
+
+
+def huge_record() -> Conversation:
+    """30 messages × 10 MB: tool rounds (so microcompact clears results) and a system
+    message (so the anthropic shape lifts one), each message's text 10 MB."""
+    conversation = services.conversation_create(title="huge")
+    line = "a line of a large tool result, repeated to ten megabytes\n"
+    huge = (line * (HUGE // len(line) + 1))[:HUGE]
+    for seq in range(HUGE_MESSAGES):
+        blocks: list[Any]
+        if seq == 0:
+            role, blocks = "system", [TextIn(type="text", text=huge)]
+        elif seq % 2:
+            call = ToolUseIn(type="tool_use", id=f"c{seq}", name="read", input={"n": seq})
+            role, blocks = "assistant", [TextIn(type="text", text=huge), call]
+        else:
+            result = ToolResultIn(
+                type="tool_result", tool_use_id=f"c{seq - 1}", name="read", content=huge
+            )
+            role, blocks = "user", [result]
+        services.message_append(conversation=conversation, role=role, blocks=blocks)
+    conversation.refresh_from_db()
+    return conversation
+
+
+def rss_mb(pid: int, field: str) -> float:
+    """`field` (VmRSS, or VmHWM: the peak since the last reset) of process `pid`, in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc status")
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_whole_record_reads_with_a_policy_or_two_shapes_stay_bounded(
+    daphne: Server, operator: Any
+) -> None:
+    """A real daphne serving a 30 × 10 MB record: the compacted payload (API and download)
+    and the diff page of two shapes each add at most GROWTH_MB to the server's RSS (peak,
+    reset before each read, over its RSS just before it); they held the record whole."""
+    conversation = huge_record()
+    _, token = services.api_token_create(label="huge")
+    cid = conversation.pk
+    pid = daphne.process.pid
+    session = Client()
+    session.force_login(operator)
+    cookies = {name: morsel.value for name, morsel in session.cookies.items()}
+    paths = [
+        (f"/api/conversations/{cid}/replay?compact=microcompact", 100 * 1024 * 1024),
+        (f"/c/{cid}/replay.json?compact=microcompact", 100 * 1024 * 1024),
+        (f"/c/{cid}/diff?b_shape=anthropic", 0),
+    ]
+    with daphne.client(token) as client:
+        client.cookies.update(cookies)
+        assert client.get(f"/c/{cid}/diff?b_shape=anthropic&vision=0").status_code == 200
+        for path, at_least in paths:
+            before = rss_mb(pid, "VmRSS")
+            Path(f"/proc/{pid}/clear_refs").write_text("5")  # the peak, from now
+            size = 0
+            with client.stream("GET", path) as response:
+                assert response.status_code == 200, path
+                for chunk in response.iter_raw():
+                    size += len(chunk)
+            assert size >= at_least, path
+            grew = rss_mb(pid, "VmHWM") - before
+            assert grew <= GROWTH_MB, (path, round(grew))

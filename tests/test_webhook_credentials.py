@@ -13,12 +13,14 @@ import pytest
 from conversations.record import services
 from conversations.record.models import DeliveryAttempt
 from tests.conftest import free_port
-from tests.test_webhooks import deliver, fire
+from tests.test_webhooks import allow_the_receivers, deliver, fire
 from tests.webhook_receiver import Receiver
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
 
 USER, PASSWORD = "hook-user", "hook-pass-7f3a"
+
+__all__ = ["allow_the_receivers"]  # the receivers listen on 127.0.0.1: allowed, autouse
 
 
 @pytest.fixture

@@ -84,10 +84,17 @@ def _json_sentence(exc: strictjson.StrictJSONError) -> str:
 
 
 def validate(schema: type[BaseModel], data: Any) -> Any:
+    """`data` as `schema`, else a 400 naming the first field, with the first few errors."""
     try:
         return schema.model_validate(data)
     except ValidationError as exc:
-        raise ApiError(400, error_sentence(exc), errors=error_list(exc)) from None
+        raise schema_error(exc) from None
+
+
+def schema_error(exc: ValidationError) -> ApiError:
+    """A refused body's 400: the first error's sentence and field, then the first few."""
+    errors = error_list(exc)
+    return ApiError(400, error_sentence(exc), field=errors[0]["field"], errors=errors)
 
 
 ErrorRenderer: TypeAlias = Callable[[HttpRequest, int, str, dict[str, Any]], HttpResponse]

@@ -101,7 +101,7 @@ def _store(span: otlp.GenAISpan) -> str | None:
                 placed.setdefault(gap.message, []).append(gap.as_json())
         messages = []
         for index, message in enumerate(imported.messages):
-            metadata = _metadata(span, message.role, message.metadata)
+            metadata = _metadata(span, message, otel_genai.is_output(message))
             checked, invalid = services.message_validated(
                 ImportedMessage(message.role, message.blocks, metadata), index, f"messages[{index}]"
             )
@@ -134,10 +134,13 @@ def _store(span: otlp.GenAISpan) -> str | None:
     return None
 
 
-def _metadata(span: otlp.GenAISpan, role: str, metadata: dict[str, Any]) -> dict[str, Any]:
-    out = dict(metadata) | {"trace_id": span.trace_id, "span_id": span.span_id}
-    if role == "assistant":
-        out.update(span.provenance)  # the model, usage and finish reasons of this call
+def _metadata(span: otlp.GenAISpan, message: ImportedMessage, output: bool) -> dict[str, Any]:
+    """The message's metadata with the span's ids; the call's model, usage, finish reasons
+    and latency only on its own answer (`output`), never on the turns its input repeats:
+    those were measured by earlier calls (docs/contract.md §7)."""
+    out = dict(message.metadata) | {"trace_id": span.trace_id, "span_id": span.span_id}
+    if message.role == "assistant" and output:
+        out.update(span.provenance)
         if span.latency_ms is not None:
             out["latency_ms"] = span.latency_ms  # the span's duration: the call's latency
     return out

@@ -10,7 +10,6 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-import orjson
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.paginator import EmptyPage, PageNotAnInteger, Paginator
@@ -19,7 +18,14 @@ from django.http.response import HttpResponseBase
 from django.urls import reverse
 from pydantic import ValidationError
 
-from conversations.api.decorators import TOKEN_LABEL, api, json_response, parse_json, validate
+from conversations.api.decorators import (
+    TOKEN_LABEL,
+    api,
+    json_response,
+    parse_json,
+    schema_error,
+    validate,
+)
 from conversations.api.errors import ApiError, too_big
 from conversations.core import importers
 from conversations.core.compact import Policy
@@ -49,8 +55,6 @@ from conversations.record.schemas import (
     NoteIn,
     NotePatch,
     ShareIn,
-    error_list,
-    error_sentence,
 )
 
 PAGE_SIZE = 50
@@ -286,7 +290,7 @@ def blocks(request: HttpRequest, conversation_id: str, seq: int) -> HttpResponse
     try:
         block_in = BLOCK_ADAPTER.validate_python(data)
     except ValidationError as exc:
-        raise ApiError(400, error_sentence(exc), errors=error_list(exc)) from None
+        raise schema_error(exc) from None
     block = services.block_append(message=message, block=block_in)
     return json_response(
         {
@@ -305,13 +309,14 @@ def replay_payload(request: HttpRequest, conversation_id: str) -> HttpResponseBa
     found = _conversation(conversation_id)
     options = replay_options(request)
     policy = compact_policy(request)
-    if policy is None:
-        pieces = streams.replay_pieces(
-            found, vision=options.vision, shape=options.shape, stop=found.message_count
-        )
-        return streams.StreamedResponse(pieces, content_type="application/json")
-    body = orjson.dumps(preview_counts.compacted_payload(found, options, policy))
-    return HttpResponse(body, content_type="application/json")
+    # A policy's decisions are made over the whole record first (from the blocks it looks
+    # at), then the compacted messages stream like the rest (docs/contract.md §7).
+    result = preview_counts.payload_result(found, options, policy) if policy else None
+    pieces = streams.replay_pieces(
+        found, vision=options.vision, shape=options.shape, stop=found.message_count,
+        result=result,
+    )  # fmt: skip
+    return streams.StreamedResponse(pieces, content_type="application/json")
 
 
 @api("GET")
@@ -354,7 +359,8 @@ def import_bytes(
     try:
         return services.transcript_import(raw=raw, format=format, title=title, file_name=file_name)
     except importers.ImportFormatError as exc:
-        raise ApiError(400, f"The file is not readable: {exc}.", where=exc.where) from None
+        named = {"format": exc.format} if exc.format else {}
+        raise ApiError(400, exc.sentence(), where=exc.where, **named) from None
 
 
 def import_answer(request: HttpRequest, outcome: services.ImportOutcome) -> dict[str, Any]:

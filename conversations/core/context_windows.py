@@ -3,7 +3,9 @@
 Pure. The table is the one Pydantic maintains for ~1,400 models (dated ids match their
 model), shipped inside the package, so no lookup leaves the machine. Conversation metadata
 (`context_window`, `model`) and the view's `?window=` / `?model=` override it, in that
-order: view first.
+order: view first. A source that runs a model with a window of its own says so before the
+table does: Claude Code gives every model 200,000 tokens unless it ran with the 1M context
+(docs/contract.md §7).
 """
 
 from __future__ import annotations
@@ -12,10 +14,20 @@ import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Literal, TypeAlias
 
 from conversations.core.options import OptionError
 
 MAX_WINDOW = 100_000_000
+# Claude Code's windows: its default, and the 1M context it runs with when asked (a model id
+# ending in `[1m]`, the `context-1m` beta). The table's figure is the API's largest.
+CLAUDE_CODE_WINDOW = 200_000
+CLAUDE_CODE_1M_WINDOW = 1_000_000
+CLAUDE_CODE_1M_MARKS = ("[1m]", "context-1m")
+# Where a window's figure came from, as the context API's `window_source` names it.
+Source: TypeAlias = Literal[
+    "view", "conversation", "claude-code", "claude-code-1m", "compaction", "table"
+]
 
 
 @functools.lru_cache(maxsize=1024)
@@ -40,11 +52,13 @@ def preload() -> None:
 @dataclass(frozen=True, slots=True)
 class Window:
     """The window a view counts against: its size (None if unknown), the model it came
-    from and where the figure came from (`view`, `conversation`, `table`)."""
+    from and where the figure came from (`view`, `conversation`, `claude-code`,
+    `claude-code-1m`, `compaction`, `table`); `pre_tokens` the compaction that showed it."""
 
     tokens: int | None
     model: str
-    source: str
+    source: Source
+    pre_tokens: int | None = None
 
 
 def _window_number(value: object, name: str) -> int:
@@ -80,4 +94,34 @@ def resolve(
             and 0 < stored_window <= MAX_WINDOW
         ):
             return Window(stored_window, model, "conversation")
+    if "model" not in query:
+        ran_with = claude_code_window(meta, model)
+        if ran_with is not None:
+            return ran_with
     return Window(window_of(model) if model else None, model, "table")
+
+
+def claude_code_window(meta: Mapping[str, object], model: str) -> Window | None:
+    """The window a Claude Code session ran with (None for other sources): 1M when its
+    model id or `betas` name the 1M context, or when it compacted itself past 200,000
+    tokens (a compaction at `preTokens` P means the window held P); else 200,000."""
+    source = meta.get("import")
+    if not isinstance(source, dict) or source.get("format") != "claude-code":
+        return None
+    betas = meta.get("betas")
+    named = betas if isinstance(betas, list) else [betas]
+    said = " ".join([model, *(b for b in named if isinstance(b, str))]).lower()
+    if any(mark in said for mark in CLAUDE_CODE_1M_MARKS):
+        return Window(CLAUDE_CODE_1M_WINDOW, model, "claude-code-1m")
+    marks = meta.get("compact_boundaries")
+    pre = max(
+        (
+            m["preTokens"]
+            for m in (marks if isinstance(marks, list) else [])
+            if isinstance(m, dict) and isinstance(m.get("preTokens"), int)
+        ),
+        default=0,
+    )
+    if pre > CLAUDE_CODE_WINDOW:  # the session held more than the default window
+        return Window(CLAUDE_CODE_1M_WINDOW, model, "compaction", pre)
+    return Window(CLAUDE_CODE_WINDOW, model, "claude-code")

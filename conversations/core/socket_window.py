@@ -11,6 +11,10 @@ from typing import Any
 
 from conversations.core import page_windows, strictjson
 
+# The largest message a client may send on a live socket, in bytes: a resume report of a
+# whole window (DOCUMENT block counts) fits with room to spare.
+CLIENT_BYTES = 4096
+
 
 @dataclass(frozen=True)
 class Report:
@@ -22,10 +26,17 @@ class Report:
     tail: bool
 
 
+class RefusedReport(ValueError):
+    """A message no page sends: longer than CLIENT_BYTES, or a report of more than a
+    window (a page holds at most DOCUMENT messages). The socket closes unanswered."""
+
+
 def parse_report(text: str) -> Report | None:
     """`{"type": "resume", "from": SEQ, "counts": [blocks of SEQ, …], "tail": bool}`, or
-    None for anything else (ignored: the socket stays live). A page holds at most
-    DOCUMENT messages, so only the end of a longer report is kept."""
+    None for anything else (ignored: the socket stays live). Raises RefusedReport for a
+    text over CLIENT_BYTES (unread) or a report of more than DOCUMENT counts."""
+    if len(text) > CLIENT_BYTES:  # characters: never fewer than its UTF-8 bytes
+        raise RefusedReport(f"a message of {len(text)} characters")
     try:
         report: Any = strictjson.loads(text)  # its error is a ValueError
         start = int(report["from"])
@@ -36,8 +47,7 @@ def parse_report(text: str) -> Report | None:
     if report.get("type") != "resume" or start < 0 or not isinstance(tail, bool):
         return None
     if len(counts) > page_windows.DOCUMENT:
-        start += len(counts) - page_windows.DOCUMENT
-        counts = counts[-page_windows.DOCUMENT :]
+        raise RefusedReport(f"a report of {len(counts)} positions")
     return Report(start, counts, tail)
 
 

@@ -13,23 +13,19 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 from channels.db import database_sync_to_async
+from django.conf import settings
 
 from conversations.core import bursts, context_windows, page_windows, replay
 from conversations.core.options import OptionError
-from conversations.core.socket_window import HeldWindow, parse_report
+from conversations.core.socket_window import CLIENT_BYTES, HeldWindow, RefusedReport, parse_report
 from conversations.live import access, fragments
 from conversations.live.fanout import Fanout, fanout
 from conversations.live.internals import Shared
 from conversations.live.render_cache import batches, frames, notes
-from conversations.live.watcher import BAD_REQUEST, NOT_FOUND, Watcher
+from conversations.live.watcher import BAD_REQUEST, NOT_FOUND, RETRY, Watcher
 from conversations.record import alert_reads, events
 
 log = logging.getLogger(__name__)
-
-
-# Seconds a socket opened with `report=1` waits for its resume report before it closes
-# (1011: the client reconnects and reports again).
-REPORT_WAIT = 10.0
 
 
 class ConversationConsumer(Watcher):
@@ -126,24 +122,35 @@ class ConversationConsumer(Watcher):
         try:
             if not self.reported.is_set():
                 try:
-                    await asyncio.wait_for(self.reported.wait(), REPORT_WAIT)
+                    # REPLAY_REPORT_WAIT_SECONDS: then RETRY, and the client reports again.
+                    wait = float(settings.REPLAY_REPORT_WAIT_SECONDS)
+                    await asyncio.wait_for(self.reported.wait(), wait)
                 except TimeoutError:
                     log.info("closing a socket whose resume report did not come")
-                    await self.close(code=1011)
+                    await self.close(code=RETRY)
                     return
             while self.behind and not self.closing:
                 async with self.lock:
                     await self._changed(self.behind.take())
         except Exception as exc:  # the client reconnects and resumes from the database
             log.warning("closing a socket that could not catch up: %s: %s", type(exc).__name__, exc)
-            await self.close(code=1011)
+            await self.close(code=RETRY)
         finally:
             self.catching_up = None
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """A resume report (`socket_window.parse_report`): what the client misses is sent
-        from the database; anything else is ignored."""
-        report = parse_report(text_data or "")
+        from the database; anything else is ignored, and a message no page sends (over
+        CLIENT_BYTES, more than a window) closes the socket with 4400 (docs/contract.md §4)."""
+        if bytes_data is not None and len(bytes_data) > CLIENT_BYTES:
+            await self.shut(BAD_REQUEST)
+            return
+        try:
+            report = parse_report(text_data or "")
+        except RefusedReport as refused:
+            log.info("closing a socket that sent %s", refused)
+            await self.shut(BAD_REQUEST)
+            return
         if report is None:
             return
         async with self.lock:

@@ -17,7 +17,8 @@ send. When autobahn queues nothing for the connection, the bytes go to its trans
 own `sendData` would write them, without the debug line autobahn formats (in colour) for
 every write: at a thousand sockets that formatting cost more than the writes. Anywhere
 else (channels' test communicator, another server) frames go through the ASGI send as
-usual.
+usual. `Wire` also turns off autobahn's `failByDrop` on that protocol, so that a client's
+frame over daphne's cap closes with 1009 rather than a dropped connection.
 """
 
 from __future__ import annotations
@@ -52,7 +53,14 @@ class Wire:
         self.inner = inner
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> Any:
-        return await self.inner(dict(scope, **{WIRE: wire_of(send)}), receive, send)
+        wire = wire_of(send)
+        if wire is not None:
+            # A frame over daphne's cap (--websocket-max-frame-size) is refused with a
+            # 1009 close the page can read, not by dropping the TCP connection (autobahn's
+            # default; daphne has no option for it). `failByDrop` is autobahn's documented
+            # protocol option, read when a connection fails: set before any client frame.
+            wire.failByDrop = False  # type: ignore[attr-defined]  # set from the factory
+        return await self.inner(dict(scope, **{WIRE: wire}), receive, send)
 
 
 def write_now(transport: Any, data: bytes) -> None:

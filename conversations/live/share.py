@@ -17,7 +17,7 @@ from conversations.core.socket_window import Quota
 from conversations.dashboard import share_pages
 from conversations.live import fragments
 from conversations.live.conversation import ConversationConsumer
-from conversations.live.watcher import BAD_REQUEST, NOT_FOUND, TOO_MANY
+from conversations.live.watcher import BAD_REQUEST, NOT_FOUND, RETRY, TOO_MANY
 from conversations.record import events
 from conversations.record.models import ShareLink
 
@@ -91,7 +91,7 @@ class ShareConsumer(ConversationConsumer):
                     return
             except Exception as exc:
                 log.warning("closing a share socket whose check failed: %s", exc)
-                await self.shut(1011)
+                await self.shut(RETRY)
                 return
 
     async def recheck(self, reason: tuple[Any, ...]) -> bool:

@@ -32,6 +32,10 @@ LOGGED_OUT = access.SIGNED_OUT  # 4401: signed out, deactivated, or the password
 FORBIDDEN = access.FORBIDDEN  # 4403: signed in without conversations.view_conversation
 NOT_FOUND = access.NOT_FOUND  # 4404: unknown or deleted conversation
 TOO_MANY = 4429  # the user already holds REPLAY_MAX_SOCKETS_PER_USER sockets here
+# The server cannot go on with this socket now (a refresh or check failed, a promised report
+# never came): the page reconnects and resumes. In the application's range (autobahn takes
+# only 1000 and 3000-4999 from it) and outside the final 4400-4499 (docs/contract.md §4).
+RETRY = 4503
 REFRESH_TIMEOUT = 10.0  # seconds; a refresh stuck longer closes the socket
 
 # This process's open sockets, per user. Per process (docs/guide/dashboard.md): with several servers
@@ -76,9 +80,10 @@ class Watcher(LiveConsumer):
     async def start(self, counted: tuple[Quota, object]) -> None:
         """Join, accept, start the background tasks and send what the page misses.
 
-        The place taken in `counted` is the socket's while it is open: if a step fails (a
-        channel layer outage), channels never calls `disconnect`, so it is given back here
-        and the error goes on (the connection closes; the page retries).
+        The place taken in `counted` is the socket's while it is open: if a step fails (the
+        database; the layer's outages do not fail it, `live/layers.py`), channels never
+        calls `disconnect`, so it is given back here and the error goes on (the connection
+        closes; the page retries).
         """
         self.counted = counted
         opened = False
@@ -160,7 +165,7 @@ class Watcher(LiveConsumer):
                 log.warning(
                     "closing a socket whose refresh failed: %s: %s", type(exc).__name__, exc
                 )
-                await self.close(code=1011)
+                await self.close(code=RETRY)
                 return
 
     async def refreshed(self) -> None:
@@ -189,7 +194,7 @@ class Watcher(LiveConsumer):
                         return
             except Exception as exc:
                 log.warning("closing a socket whose access check failed: %s", exc)
-                await self.close(code=1011)
+                await self.close(code=RETRY)
                 return
 
     async def recheck(self, reason: tuple[Any, ...]) -> bool:

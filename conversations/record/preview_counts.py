@@ -241,10 +241,23 @@ def _largest(
     return nr.largest(heavy)
 
 
+def payload_result(
+    conversation: Conversation, options: ReplayOptions, policy: Policy
+) -> policy_reads.PolicyResult:
+    """What `policy` does to the whole record, for its payload (`streams.replay_pieces`):
+    clear_tool_uses's trigger reads the uncompacted request's tokens from the stored
+    figures, as `compacted_payload` does."""
+    input_tokens = 0
+    if policy.name == "clear_tool_uses":
+        input_tokens = pressure(conversation, options, policy=policy).total
+    return policy_result(conversation, options, policy, input_tokens)
+
+
 def compacted_payload(
     conversation: Conversation, options: ReplayOptions, policy: Policy
 ) -> replay.Payload:
-    """The payload after `policy`: the unchanged projection of the compacted record."""
+    """The payload after `policy`: the unchanged projection of the compacted record, read
+    whole (the streamed reads send its bytes: `streams.replay_pieces`)."""
     rows = selectors.message_rows(conversation)
     input_tokens = None
     if policy.name == "clear_tool_uses":

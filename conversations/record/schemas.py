@@ -9,11 +9,20 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import itertools
 from typing import Annotated, Any, Literal, TypeAlias
 
 from django.conf import settings
 from PIL import Image, UnidentifiedImageError
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from conversations.core import replay, strictjson
 from conversations.core.context_windows import MAX_WINDOW
@@ -26,6 +35,8 @@ PILLOW_FORMATS = {
 }
 
 Name = Annotated[str, Field(min_length=1, max_length=255)]
+MAX_ERRORS = 5  # the errors a refused body reports (docs/contract.md §3 Limits)
+MAX_KEYS = 32  # more than any schema's fields: an object with more holds unknown keys
 
 
 def no_nul(value: Any, field: str = "value") -> Any:
@@ -60,7 +71,22 @@ def storable(value: Any) -> Any:
 
 
 class Strict(BaseModel):
+    """Unknown keys refused; a list stops at its first bad item (`Field(fail_fast=True)`)."""
+
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _few_unknown_keys(cls, data: Any) -> Any:
+        """An object of more than MAX_KEYS keys is validated on its known keys and its first
+        MAX_ERRORS unknown ones: each unknown key is an error, and a million of them took
+        seconds and megabytes to report."""
+        if not isinstance(data, dict) or len(data) <= MAX_KEYS:
+            return data  # every valid body: one length test per object
+        fields = cls.model_fields
+        unknown = itertools.islice((key for key in data if key not in fields), MAX_ERRORS)
+        known = {key: data[key] for key in fields if key in data}
+        return known | {key: data[key] for key in unknown}
 
 
 class BlockBase(Strict):
@@ -172,7 +198,7 @@ BLOCK_ADAPTER: TypeAdapter[BlockIn] = TypeAdapter(BlockIn)
 
 class MessageIn(Strict):
     role: Literal["system", "user", "assistant"]
-    blocks: list[BlockIn] = Field(default_factory=list)
+    blocks: list[BlockIn] = Field(default_factory=list, fail_fast=True)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     _metadata = field_validator("metadata")(storable)
@@ -183,7 +209,9 @@ MAX_BATCH_MESSAGES = 10_000
 
 
 class MessageBatchIn(Strict):
-    messages: Annotated[list[MessageIn], Field(min_length=1, max_length=MAX_BATCH_MESSAGES)]
+    messages: Annotated[
+        list[MessageIn], Field(min_length=1, max_length=MAX_BATCH_MESSAGES, fail_fast=True)
+    ]
 
 
 class ConversationIn(Strict):
@@ -223,7 +251,7 @@ class NoteIn(Strict):
     `core.notes` in the service, which names the field."""
 
     text: str
-    labels: list[str] = []
+    labels: list[str] = Field(default=[], fail_fast=True)
     block: Annotated[int, Field(ge=0)] | None = None
 
 
@@ -231,7 +259,7 @@ class NotePatch(Strict):
     """A note's new text and/or labels."""
 
     text: str | None = None
-    labels: list[str] | None = None
+    labels: Annotated[list[str], Field(fail_fast=True)] | None = None
 
 
 def error_sentence(exc: ValidationError) -> str:
@@ -240,9 +268,10 @@ def error_sentence(exc: ValidationError) -> str:
 
 
 def error_list(exc: ValidationError) -> list[dict[str, str]]:
+    """The first MAX_ERRORS errors, each with its field: an answer of a few KB at most."""
     return [
         {"field": _path(error["loc"], error["type"]), "message": _describe(error)}
-        for error in exc.errors(include_url=False)
+        for error in exc.errors(include_url=False)[:MAX_ERRORS]
     ]
 
 

@@ -17,7 +17,7 @@ from asgiref.sync import sync_to_async
 from django.http import StreamingHttpResponse
 
 from conversations.core import markdown, replay
-from conversations.record import note_reads, selectors, shapes
+from conversations.record import note_reads, policy_reads, selectors, shapes
 from conversations.record.models import Conversation, Message
 from conversations.record.rows import MessageRow, block_value, shown_time
 
@@ -60,14 +60,23 @@ def message_rows(conversation: Conversation, *, start: int, stop: int) -> Iterat
             raise RecordGone
 
 
-def _stored(rows: Iterable[MessageRow]) -> Iterator[replay.StoredMessage]:
+def _stored(
+    rows: Iterable[MessageRow], result: policy_reads.PolicyResult | None = None
+) -> Iterator[replay.StoredMessage]:
+    """The rows as stored messages; after `result`'s policy when one is given (its
+    replacements, computed for the whole record first, applied message by message)."""
     for row in rows:
-        yield replay.StoredMessage(cast(replay.Role, row.role), tuple(map(block_value, row.blocks)))
+        message = replay.StoredMessage(
+            cast(replay.Role, row.role), tuple(map(block_value, row.blocks))
+        )
+        yield message if result is None else result.in_window(row.seq, message)
 
 
-def _system_rows(conversation: Conversation, stop: int) -> Iterator[MessageRow]:
-    """The system messages before `stop` (what the anthropic shape lifts into `system`)."""
-    seqs = Message.objects.filter(conversation=conversation, role="system", seq__lt=stop)
+def _system_rows(conversation: Conversation, stop: int, start: int = 0) -> Iterator[MessageRow]:
+    """The system messages in [start, stop) (what the anthropic shape lifts into `system`)."""
+    seqs = Message.objects.filter(
+        conversation=conversation, role="system", seq__gte=start, seq__lt=stop
+    )
     for seq in seqs.order_by("seq").values_list("seq", flat=True):
         yield from message_rows(conversation, start=seq, stop=seq + 1)
 
@@ -104,23 +113,32 @@ def _escaped(text: str) -> bytes:
 
 
 def replay_pieces(
-    conversation: Conversation, *, vision: bool, shape: replay.Shape, stop: int
+    conversation: Conversation,
+    *,
+    vision: bool,
+    shape: replay.Shape,
+    stop: int,
+    result: policy_reads.PolicyResult | None = None,
 ) -> Iterator[bytes]:
     """The projection of the messages before `stop`: the bytes of
-    `orjson.dumps(replay.project(…))`, message by message. Unterminated if the conversation
-    is deleted meanwhile."""
+    `orjson.dumps(replay.project(…))`, message by message. With `result` (a compaction
+    policy applied to the whole record, `policy_reads`), the projection of the compacted
+    record: the bytes of `preview_counts.compacted_payload`. Unterminated if the
+    conversation is deleted meanwhile."""
+    start = result.kept_from if result is not None else 0
     try:
         yield b"{"
         if shape == "anthropic":
             separator = b'"system":"'
-            for text in replay.system_texts(_stored(_system_rows(conversation, stop))):
+            system = _stored(_system_rows(conversation, stop, start), result)
+            for text in replay.system_texts(system):
                 yield separator + _escaped(text)
                 separator = b"\\n\\n"
             if separator != b'"system":"':
                 yield b'",'
         yield b'"messages":['
-        rows = message_rows(conversation, start=0, stop=stop)
-        wire = replay.wire_messages(_stored(rows), vision=vision, shape=shape)
+        rows = message_rows(conversation, start=start, stop=stop)
+        wire = replay.wire_messages(_stored(rows, result), vision=vision, shape=shape)
         yield from _items(orjson.dumps(message) for message in wire)
     except RecordGone:
         return

@@ -54,7 +54,7 @@ def test_an_alert_appears_live_and_is_acknowledged_from_the_page(
     badge = page.locator("#alert-badge")
     expect(badge).to_have_text("1 open alert")
     badge.click()  # opens the list
-    expect(page.locator(".alert-item")).to_contain_text("1 tool error up to message #1")
+    expect(page.locator(".alert-item")).to_contain_text("1 tool error in message #1")
     page.get_by_role("button", name="Acknowledge").click()
     expect(page.locator("#alerts")).to_have_attribute("data-open", "0")
     expect(page.locator("#alert-badge")).to_have_count(0)

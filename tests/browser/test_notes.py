@@ -60,7 +60,7 @@ def test_a_note_added_in_one_page_appears_live_in_another(
     notes = first.locator("#notes-1")
     notes.get_by_text("Add a note").click()
     notes.get_by_label("Note on message #1").fill(HOSTILE + "\nsecond line")
-    notes.locator('select[name="block"]').select_option("0")
+    notes.get_by_label("On block").fill("0")
     notes.get_by_label("Labels").fill("bug, needs-review")
     notes.get_by_role("button", name="Add note").click()
 

@@ -1,13 +1,15 @@
 """Importers (docs/contract.md §6): pure functions from a transcript's bytes to the record's values.
 
-`read(raw, format=None, ...)` detects the format when none is given and answers an
-`Imported`; every malformed source raises `ImportFormatError` naming a line or JSON path.
+`read(raw, format=None, ...)` detects the format when none is given (a named one the
+content shows to be another is refused) and answers an `Imported`; every malformed source
+raises `ImportFormatError` naming a line or JSON path and the format it was read as.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from typing import assert_never
 
 from conversations.core import strictjson
 from conversations.core.importers import (
@@ -27,7 +29,7 @@ from conversations.core.importers.common import (
     ImportedMessage,
     ImportFormatError,
 )
-from conversations.core.importers.detect import detect
+from conversations.core.importers.detect import detect, detect_where
 
 __all__ = [
     "EMPTY_FILE",
@@ -38,18 +40,54 @@ __all__ = [
     "ImportFormatError",
     "Imported",
     "ImportedMessage",
+    "choose",
     "detect",
     "read",
+    "read_as",
     "read_lines",
 ]
 
 
 def read(raw: bytes, format: Format | None = None) -> Imported:
-    """The conversation in `raw` (a whole file), read as `format` or as detected;
-    EmptyFileError when it holds nothing but whitespace, whatever the format."""
+    """The conversation in `raw` (a whole file), read as `format` or as detected
+    (`choose`); an ImportFormatError names the format it was read as. EmptyFileError
+    when it holds nothing but whitespace, whatever the format."""
     if not raw.strip():
         raise EmptyFileError()
-    chosen = format or detect(raw)
+    return read_as(raw, choose(raw, format))
+
+
+def read_as(raw: bytes, chosen: Format) -> Imported:
+    """`raw` read as the format `choose` answered (not checked again); an
+    ImportFormatError names that format."""
+    try:
+        return _read(raw, chosen)
+    except ImportFormatError as exc:
+        raise exc.reading(chosen) from None
+
+
+def choose(raw: bytes, format: Format | None) -> Format:
+    """The format `raw` is read as (docs/contract.md §6): the detected one, or the named
+    one unless the content shows another format (a reader of the wrong format would store
+    an empty or lossy conversation). Ambiguous or unknown content: the named reader decides."""
+    if format is None:
+        return detect(raw)
+    if format not in FORMATS:
+        raise ImportFormatError("format", f"{format!r} is not one of {', '.join(FORMATS)}")
+    try:
+        found, where = detect_where(raw)
+    except ImportFormatError:
+        return format
+    if found != format:
+        raise ImportFormatError(
+            where,
+            f"shows {found} content, not {format}: import it as {found} or name no format",
+            format,
+        )
+    return format
+
+
+def _read(raw: bytes, chosen: Format) -> Imported:
     if chosen == "claude-code":
         return claude_code.read(raw.splitlines())
     body = parse_json(raw)
@@ -62,7 +100,8 @@ def read(raw: bytes, format: Format | None = None) -> Imported:
             return openai_responses.read(body)
         case "otel-genai":
             return otel_genai.read(body)
-    raise ImportFormatError("format", f"{chosen!r} is not one of {', '.join(FORMATS)}")
+        case _:
+            assert_never(chosen)
 
 
 def read_lines(lines: Iterable[bytes]) -> Imported:

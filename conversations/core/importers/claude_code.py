@@ -24,6 +24,8 @@ from conversations.core.importers.common import (
 )
 
 SESSION_KEYS = ("sessionId", "cwd", "gitBranch", "version")
+# Every line of a session file is an object with a `type` and at least one of these.
+SESSION_LINE_KEYS = {"uuid", "parentUuid", "sessionId", "leafUuid", "messageId"}
 SIDECHAIN_KEYS = ("agentId", "slug")
 NOT_RECORDED = (
     ("system prompt", "Claude Code session files do not record it"),
@@ -246,6 +248,13 @@ def read(lines: Iterable[bytes | str]) -> Imported:
             raise ImportFormatError(at, exc.reason) from None
         if not isinstance(line, dict):
             raise ImportFormatError(where, "must be a JSON object")
+        if not isinstance(line.get("type"), str) or not SESSION_LINE_KEYS & set(line):
+            # Another format's JSON on one line would otherwise be an empty session.
+            raise ImportFormatError(
+                where,
+                "is not a Claude Code session line (an object with `type` and one of "
+                f"{', '.join(f'`{k}`' for k in sorted(SESSION_LINE_KEYS))})",
+            )
         total += 1
         key = _session_key(line, side_of)
         session = sessions.get(key)

@@ -28,12 +28,23 @@ REDACTED = "[redacted]"
 
 
 class ImportFormatError(ValueError):
-    """The source is not readable as its format; `where` names the line or JSON path."""
+    """The source is not readable as its format; `where` names the line or JSON path,
+    `format` the format it was read as (once one was chosen)."""
 
-    def __init__(self, where: str, message: str) -> None:
+    def __init__(self, where: str, message: str, format: Format | None = None) -> None:
         super().__init__(f"{where}: {message}" if where else message)
         self.where = where
         self.message = message
+        self.format = format
+
+    def reading(self, format: Format) -> ImportFormatError:
+        """This error, naming the format that failed to read the source."""
+        return ImportFormatError(self.where, self.message, self.format or format)
+
+    def sentence(self) -> str:
+        """The error as the API, the file drop and `manage.py import` show it."""
+        named = f" as {self.format}" if self.format else ""
+        return f"The file is not readable{named}: {self}."
 
 
 # What every way in (the list page's drop, POST /api/imports, `manage.py import`) says of a

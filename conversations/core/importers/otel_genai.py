@@ -93,6 +93,13 @@ def new_messages(
     return list(span)  # pragma: no cover - the empty suffix always matches
 
 
+def is_output(message: ImportedMessage) -> bool:
+    """Whether `message` is one of its span's `gen_ai.output.messages` (the call's answer,
+    which the span's usage measured), not a turn of the history its input repeats."""
+    source = message.metadata.get("source")
+    return isinstance(source, str) and source.rpartition(": ")[2].startswith(OUTPUT)
+
+
 def read_export(body: dict[str, Any]) -> Imported:
     """An OTLP/JSON export: spans grouped by `gen_ai.conversation.id` (else trace id), in
     start-time order, each group's spans merged with `new_messages`."""
@@ -171,7 +178,9 @@ def _merge(key: str, spans: list[tuple[int, str, dict[str, Any], int]]) -> Impor
             provenance["latency_ms"] = (end - start) // 1_000_000
         for message in added:
             if message.role == "assistant":
-                message.metadata.update(provenance)
+                # The span's model, usage and latency are its call's: only its own answer
+                # carries them, not the earlier turns its input repeats (docs/contract.md §7).
+                message.metadata.update(provenance if is_output(message) else {"span": path})
         result.messages.extend(added)
         first_added = len(span.messages) - len(added)
         for gap in span.gaps:

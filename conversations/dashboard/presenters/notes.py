@@ -51,7 +51,7 @@ class NotesView:
     seq: int
     items: list[NoteItem]
     add_url: str  # "" when read-only (a share link's page); GET: every note of the message
-    blocks: range  # the blocks a new note may name
+    block_count: int  # a new note names one of them by number (a field, not a list)
     error: str = ""
     hidden: int = 0  # notes past the ones shown
     max_text: int = MAX_TEXT_CHARS
@@ -60,6 +60,10 @@ class NotesView:
     @property
     def readonly(self) -> bool:
         return not self.add_url
+
+    @property
+    def last_block(self) -> int:
+        return self.block_count - 1
 
 
 def note_item(
@@ -98,7 +102,7 @@ def notes_view(
         seq=seq,
         items=[note_item(conversation_id, n) for n in notes.notes],
         add_url="" if readonly else note_add_url(conversation_id, seq),
-        blocks=range(block_count),
+        block_count=block_count,
         error=error,
         hidden=notes.hidden,
     )

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import assert_never
 
 from conversations.core import tokens
+from conversations.core.context_windows import Window
 from conversations.record.rows import Counted, Pressure
 
 
@@ -166,6 +168,29 @@ def next_note(p: Pressure) -> str:
     return "estimated from the record alone (no measured usage)"
 
 
+def window_origin(window: Window) -> str:
+    """Where the window's figure came from, in the reader's words (docs/contract.md §7)."""
+    model = f" ({window.model})" if window.model else ""
+    match window.source:
+        case "view":
+            return "from ?window="
+        case "conversation":
+            return "set on this conversation"
+        case "claude-code":
+            return f"Claude Code's default{model}"
+        case "claude-code-1m":
+            return f"Claude Code's 1M context, as the session says{model}"
+        case "compaction":
+            return (
+                f"Claude Code's 1M context (it compacted at {window.pre_tokens or 0:,} tokens, "
+                f"past the default 200,000){model}"
+            )
+        case "table":
+            return f"from the model table{model}"
+        case _:
+            assert_never(window.source)
+
+
 def pressure_view(p: Pressure, total_blocks: int) -> PressureView:
     by_kind = p.payload.by_kind()
     window = p.window.tokens
@@ -180,9 +205,8 @@ def pressure_view(p: Pressure, total_blocks: int) -> PressureView:
         if width:
             segments.append(Segment(kind, x, width))
             x += width
-    where = {"view": "this view", "conversation": "the conversation", "table": "genai-prices"}
     note = (
-        f"{window:,} ({p.window.model or 'no model'}, from {where[p.window.source]})"
+        f"{window:,} — {window_origin(p.window)}"
         if window
         else f"unknown for {p.window.model!r}"
         if p.window.model

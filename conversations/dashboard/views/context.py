@@ -294,8 +294,14 @@ def _diff_window(
 
 
 def _side_payload(conversation: Conversation, side: presenters.DiffSide) -> replay.Payload:
-    """One side's projection of `conversation`: its toggles, after its policy if any."""
-    if side.policy is None:
-        return selectors.replay_payload(conversation, vision=side.vision, shape=side.shape)
-    options = ReplayOptions(side.vision, side.shape)
-    return preview_counts.compacted_payload(conversation, options, side.policy)
+    """One side's projection of `conversation` (its toggles, after its policy if any) for
+    the page, from its messages with their texts cut as pages cut them (docs/contract.md
+    §7): read a window at a time, so the page's memory is bounded by its messages' count,
+    never by their size."""
+    result = _policy_result(conversation, side)
+    messages: list[replay.StoredMessage] = []
+    for low in range(0, conversation.message_count, presenters.DIFF_WINDOW):
+        seqs = range(low, min(conversation.message_count, low + presenters.DIFF_WINDOW))
+        _, _, (found,) = policy_reads.window(conversation, seqs, [result])
+        messages.extend(m for m in found if m is not None)
+    return replay.project(messages, vision=side.vision, shape=side.shape)

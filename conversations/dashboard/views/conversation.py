@@ -383,17 +383,13 @@ def replay_download(
         policy = Policy.from_query(request.GET)
     except OptionError as exc:
         return bad_request(request, exc.message)
-    response: HttpResponseBase
-    if policy is None:
-        pieces = streams.replay_pieces(
-            conversation, vision=vision, shape=shape, stop=conversation.message_count
-        )
-        response = streams.StreamedResponse(pieces, content_type="application/json")
-    else:
-        body = orjson.dumps(
-            preview_counts.compacted_payload(conversation, ReplayOptions(vision, shape), policy)
-        )
-        response = HttpResponse(body, content_type="application/json")
+    result = None
+    if policy is not None:
+        result = preview_counts.payload_result(conversation, ReplayOptions(vision, shape), policy)
+    pieces = streams.replay_pieces(
+        conversation, vision=vision, shape=shape, stop=conversation.message_count, result=result
+    )
+    response = streams.StreamedResponse(pieces, content_type="application/json")
     suffix = f"-{policy.name}" if policy is not None else ""
     name = f"replay-{conversation.id}-{shape}-vision-{'on' if vision else 'off'}{suffix}.json"
     response["Content-Disposition"] = f'attachment; filename="{name}"'

@@ -37,7 +37,9 @@ def import_file(request: HttpRequest) -> HttpResponse:
         outcome = services.transcript_import(
             raw=raw, format=request.GET.get("format") or None, title=None, file_name=name
         )
-    except (importers.ImportFormatError, services.IngestError) as exc:
+    except importers.ImportFormatError as exc:
+        return JsonResponse({"error": exc.sentence()}, status=400)
+    except services.IngestError as exc:
         return JsonResponse({"error": f"The file is not readable: {exc}."}, status=400)
     conversation = outcome.conversation
     return JsonResponse(

@@ -31,7 +31,12 @@ class Command(BaseCommand):
         for name in files:
             try:
                 outcome = self._one(Path(name), options["format"], options["title"])
-            except (importers.ImportFormatError, services.IngestError, OSError) as exc:
+            except importers.ImportFormatError as exc:
+                failed += 1
+                named = exc.format or options["format"]
+                self.stderr.write(f"{name}: not imported{f' as {named}' if named else ''}: {exc}")
+                continue
+            except (services.IngestError, OSError) as exc:
                 failed += 1
                 self.stderr.write(f"{name}: not imported: {exc}")
                 continue
@@ -63,11 +68,10 @@ class Command(BaseCommand):
                         "file", f"is over the {settings.REPLAY_MAX_BODY_MB} MB limit "
                         "(REPLAY_MAX_BODY_MB); a Claude Code file is streamed instead",
                     )  # fmt: skip
-                sha256 = hashlib.sha256(raw).hexdigest()
-                earlier = services.import_find(sha256=sha256)
-                if earlier is not None:
-                    return earlier
-                imported = importers.read(raw, format)
+                # As the API: the format chosen (a named one checked) before the same bytes.
+                return services.transcript_import(
+                    raw=raw, format=format, title=title, file_name=path.name
+                )
         return services.conversation_import(
             sha256=sha256, imported=imported, title=title, file_name=path.name
         )

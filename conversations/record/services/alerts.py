@@ -187,7 +187,8 @@ def _announce(
 @dataclass(frozen=True, slots=True)
 class Change:
     """What one or more commits appended to a conversation: from message `first_seq`, with
-    `errors` new error results (merged when the alert loop has several waiting).
+    `errors` new error results, the first of them in message `error_seq` (merged when the
+    alert loop has several waiting).
     `pressure`: whether `pressure` rules are evaluated now (the alert loop evaluates them
     at most every few seconds per conversation: their figure is the dear one); `others`:
     whether the other kinds are (not when only a deferred pressure check is due)."""
@@ -197,22 +198,29 @@ class Change:
     errors: int
     pressure: bool = True
     others: bool = True
+    error_seq: int | None = None
 
     def merged(self, other: Change) -> Change:
+        seqs = [s for s in (self.error_seq, other.error_seq) if s is not None]
         return Change(
             self.conversation_id,
             min(self.first_seq, other.first_seq),
             self.errors + other.errors,
             self.pressure or other.pressure,
             self.others or other.others,
+            min(seqs, default=None),
         )
 
 
-def alerts_on_commit(conversation_id: uuid.UUID | str, *, first_seq: int, errors: int) -> None:
+def alerts_on_commit(
+    conversation_id: uuid.UUID | str, *, first_seq: int, errors: int, error_seq: int | None
+) -> None:
     """The append paths' one call: once this transaction commits, the conversation's rules
     are evaluated (in a server by its alert loop, off the request; elsewhere, or in a
-    server whose alert loop did not start, at once after the commit)."""
-    transaction.on_commit(partial(_committed, Change(str(conversation_id), first_seq, errors)))
+    server whose alert loop did not start, at once after the commit). `error_seq` is the
+    message holding the first new error result: a `tool_error` alert names it."""
+    change = Change(str(conversation_id), first_seq, errors, error_seq=error_seq)
+    transaction.on_commit(partial(_committed, change))
 
 
 def _committed(change: Change) -> None:
@@ -295,12 +303,11 @@ def alerts_evaluate(change: Change) -> int:
                     _end(rule, conversation, now)
             case "tool_error":
                 if change.errors and not running:
-                    plural = "s" if change.errors != 1 else ""
-                    detail = (
-                        f"{change.errors} tool error{plural} up to message #{last} "
-                        f"({conversation.error_count:,} in the conversation)."
-                    )
-                    fired += _fire(rule, conversation, last, detail)
+                    # The message holding the error, not the last one: more may have been
+                    # appended since (the alert loop evaluates after later commits too).
+                    at = last if change.error_seq is None else change.error_seq
+                    detail = _tool_error_detail(change.errors, at, conversation.error_count)
+                    fired += _fire(rule, conversation, at, detail)
             case "unanswered":
                 _clock(rule, conversation, last, now, running, state.timers.get(rule.pk))
             case "compaction":
@@ -313,6 +320,12 @@ def alerts_evaluate(change: Change) -> int:
             case _:
                 assert_never(kind)
     return fired
+
+
+def _tool_error_detail(errors: int, seq: int, total: int) -> str:
+    if errors == 1:
+        return f"1 tool error in message #{seq} ({total:,} in the conversation)."
+    return f"{errors} tool errors, the first in message #{seq} ({total:,} in the conversation)."
 
 
 def _compaction_detail(seq: int, mark: Any) -> str:

@@ -81,9 +81,11 @@ def _append(
     added_blocks = sum(len(blocks) for _, blocks, _ in messages)
     # The list row's state, known from the input: errors add up; the last message's open
     # calls replace the previous last message's; the latest model named is kept.
-    errors = sum(
-        1 for _, blocks, _ in messages for b in blocks if isinstance(b, ToolResultIn) and b.is_error
-    )
+    failed = [
+        sum(1 for b in blocks if isinstance(b, ToolResultIn) and b.is_error)
+        for _, blocks, _ in messages
+    ]
+    errors = sum(failed)
     unanswered = len(list_status.open_calls(_call(block) for block in messages[-1][1]))
     model = list_status.latest_model(metadata for _, _, metadata in messages)
     with transaction.atomic():
@@ -155,7 +157,8 @@ def _append(
                 "block_count": last.block_count,
             }
         )
-        alerts_on_commit(conversation.id, first_seq=first, errors=errors)
+        first_error = next((first + i for i, count in enumerate(failed) if count), None)
+        alerts_on_commit(conversation.id, first_seq=first, errors=errors, error_seq=first_error)
     return list(zip(stored, rows, strict=True))
 
 
@@ -192,7 +195,12 @@ def block_append(*, message: Message, block: BlockIn) -> Block:
                 "block_seq": row.seq,
             }
         )
-        alerts_on_commit(locked.id, first_seq=current.seq, errors=int(row.is_error))
+        alerts_on_commit(
+            locked.id,
+            first_seq=current.seq,
+            errors=int(row.is_error),
+            error_seq=current.seq if row.is_error else None,
+        )
     return row
 
 

@@ -65,17 +65,21 @@ def transcript_import(
     *, raw: bytes, format: str | None, title: str | None, file_name: str | None
 ) -> ImportOutcome:
     """Read a whole transcript file (`format` or detected) and store it as
-    `conversation_import` does; raises ImportFormatError or IngestError naming the problem."""
+    `conversation_import` does; raises ImportFormatError or IngestError naming the problem.
+
+    The format is chosen before the same bytes are looked for: a named format the content
+    shows to be another is refused even when those bytes were imported before."""
     if format is not None and format not in importers.FORMATS:
         raise IngestError("format", f"{format!r} is not one of {', '.join(importers.FORMATS)}")
     if title is not None and not 1 <= len(title) <= IMPORT_TITLE_MAX:
         raise IngestError("title", f"must be 1 to {IMPORT_TITLE_MAX} characters")
+    chosen = importers.choose(raw, format)
     sha256 = hashlib.sha256(raw).hexdigest()
-    earlier = import_find(sha256=sha256)
+    earlier = import_find(sha256=sha256, format=chosen)
     if earlier is not None:
         return earlier
     with gc_paused():
-        imported = importers.read(raw, format)
+        imported = importers.read_as(raw, chosen)
         return conversation_import(
             sha256=sha256, imported=imported, title=title, file_name=file_name
         )
@@ -92,11 +96,13 @@ def conversation_import(
     conversation.created and one message_added per conversation stored); the same bytes
     again return the first conversation and store nothing.
 
-    Blocks are validated as at ingest first: an image that is not what it claims becomes a
+    Those bytes stored by another format are an IngestError, never the answer (the same
+    bytes rule is per reading, docs/contract.md §6 rule 6). Blocks are validated as at
+    ingest first: an image that is not what it claims becomes a
     gap marker; any other invalid block is an IngestError naming its source path.
     """
     digest = sha256
-    earlier = import_find(sha256=digest)
+    earlier = import_find(sha256=digest, format=imported.format)
     if earlier is not None:
         return earlier
     with gc_paused():
@@ -142,7 +148,7 @@ def _import(
                 conversation.save(update_fields=["metadata"])
     except IntegrityError:
         # A concurrent import of the same bytes committed first: answer with its conversation.
-        earlier = import_find(sha256=digest)
+        earlier = import_find(sha256=digest, format=imported.format)
         if earlier is None:
             raise
         return earlier
@@ -217,11 +223,19 @@ def _store(
     return conversation
 
 
-def import_find(*, sha256: str) -> ImportOutcome | None:
-    """The outcome of an earlier import of the bytes with this SHA-256, if any."""
+def import_find(*, sha256: str, format: importers.Format) -> ImportOutcome | None:
+    """The outcome of an earlier import of the bytes with this SHA-256 read as `format`,
+    if any; an IngestError when another format read them (its conversation is not theirs)."""
     conversation = Conversation.objects.filter(import_sha256=sha256).first()
     if conversation is None:
         return None
+    stored = (conversation.metadata.get("import") or {}).get("format")
+    if stored != format:
+        raise IngestError(
+            "format",
+            f"these bytes were imported before as {stored} (conversation {conversation.id}), "
+            f"not {format}: delete that conversation to import them as {format}",
+        )
     blocks = Block.objects.filter(message__conversation=conversation).count()
     linked_ids = conversation.metadata.get("linked") or []
     linked = list(Conversation.objects.filter(pk__in=linked_ids))

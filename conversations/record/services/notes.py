@@ -83,21 +83,26 @@ def note_add(
 
 
 def note_edit(*, note: Note, text: str | None = None, labels: Sequence[str] | None = None) -> Note:
-    """Change a note's text and/or labels (IngestError naming the field); broadcasts
-    note_changed on commit."""
+    """Change a note's text and/or labels (IngestError naming the field), on the note as
+    stored when its row is locked; broadcasts note_changed on commit."""
     with transaction.atomic():
+        # The note's row lock: two edits at once run one after the other, so the label rows
+        # are always the last writer's (each deletes what the one before it wrote).
+        locked = Note.objects.select_for_update().filter(pk=note.pk).first()
+        if locked is None:
+            raise IngestError("note", f"note {note.pk} was deleted meanwhile")
         if text is not None:
-            note.text = _checked("text", notes.checked_text, text)
-            note.words = index_words(note.text)
+            locked.text = _checked("text", notes.checked_text, text)
+            locked.words = index_words(locked.text)
         if labels is not None:
             kept = _checked("labels", notes.checked_labels, list(labels))
-            note.labels = list(kept)
-            NoteLabel.objects.filter(note=note).delete()
-            _label(note, kept)
-        note.updated_at = timezone.now()
-        note.save(update_fields=["text", "words", "labels", "updated_at"])
-        _announce(note)
-    return note
+            locked.labels = list(kept)
+            NoteLabel.objects.filter(note=locked).delete()
+            _label(locked, kept)
+        locked.updated_at = timezone.now()
+        locked.save(update_fields=["text", "words", "labels", "updated_at"])
+        _announce(locked)
+    return locked
 
 
 def note_delete(*, note: Note) -> None:
