@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -54,9 +55,14 @@ def test_the_wheel_holds_every_package_and_the_vendored_encoding_without_a_warni
 ) -> None:
     """setuptools' packages configuration names every package and data directory: the build
     warns of nothing, and the wheel holds each subpackage and the vendored BPE file."""
+    # Built from a copy: setuptools leaves build/ and egg-info beside the sources it builds.
+    source = tmp_path / "source"
+    for top in ("conversations", "replaysite"):
+        shutil.copytree(ROOT / top, source / top, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", source)
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--verbose", "-w", str(tmp_path), "."],
-        cwd=ROOT, capture_output=True, text=True, timeout=110,
+        cwd=source, capture_output=True, text=True, timeout=110,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     output = done.stdout + done.stderr
