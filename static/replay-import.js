@@ -6,8 +6,10 @@
 // An ES module.
 import { announce } from "./replay-shared.js";
 
-function tell(status, text) {
+// An error is styled as the page's errors are (`.error`); any other message is not.
+function tell(status, text, failed) {
   status.textContent = text;
+  status.classList.toggle("error", Boolean(failed));
   announce(text, "import");
 }
 
@@ -52,13 +54,13 @@ function start(zone, file) {
     } else {
       progress.hidden = true;
       zone.setAttribute("data-state", "error");
-      tell(status, answer.error || "The import failed (" + request.status + ").");
+      tell(status, answer.error || "The import failed (" + request.status + ").", true);
     }
   });
   request.addEventListener("error", function () {
     progress.hidden = true;
     zone.setAttribute("data-state", "error");
-    tell(status, "The upload failed: the server could not be reached.");
+    tell(status, "The upload failed: the server could not be reached.", true);
   });
   request.open("POST", zone.getAttribute("data-url"));
   request.setRequestHeader("X-CSRFToken", csrfToken());

@@ -185,3 +185,10 @@ def test_an_opened_fold_shows_its_run_whole() -> None:
     opened = fold(0, rows, same, unfolded=7)
     assert opened[0] == Fold(0, 4, 0, 0)
     assert [item.row for item in opened[1:]] == [4, 5, 6, 7, 8, 9]
+
+
+def test_what_changed_words_one_token_in_the_singular() -> None:
+    line = compare.what_changed(summary(), summary(tokens=1001), (3, 3), [], 0)
+    assert line.endswith("B's next request is 1 token larger.")
+    many = compare.what_changed(summary(), summary(tokens=143431), (3, 3), [], 0)
+    assert many.endswith("B's next request is 142,431 tokens larger.")

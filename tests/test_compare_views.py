@@ -5,9 +5,11 @@ unreachable under share links."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.test import Client
 
 from conversations.record import services
@@ -165,3 +167,15 @@ def test_a_real_session_against_itself_is_one_fold(operator_client: Client, api)
 
 def test_tool_rounds_fixture_is_used() -> None:
     assert tool_use("c", "x")["name"] == "x" and tool_result("c")["tool_use_id"] == "c"
+
+
+@pytest.mark.sqlite
+def test_the_pickers_metadata_is_plain_muted_text_not_a_note(operator_client: Client) -> None:
+    here = run(*task(), title="Here", metadata={"cwd": "/srv/app"})
+    run(*task(), title="Sibling", metadata={"cwd": "/srv/app"})
+    html = page(operator_client, here).content.decode()
+    items = re.findall(r'<ol class="pick-list">.*?</ol>', html, re.DOTALL)
+    assert items and all('class="note"' not in item for item in items)
+    assert all('class="pick-meta"' in item for item in items)
+    css = (Path(settings.BASE_DIR) / "static" / "replay.css").read_text()
+    assert re.search(r"\.pick-meta\s*\{[^}]*color: var\(--muted\)", css)

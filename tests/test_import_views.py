@@ -4,10 +4,13 @@ the compaction divider, the incomplete-payload note)."""
 
 from __future__ import annotations
 
+from io import StringIO
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.test import Client
 
 from conversations.record import services
@@ -88,7 +91,7 @@ def test_an_imported_claude_code_page_shows_gaps_provenance_and_the_divider(
     assert 'id="import-gaps"' in page
     assert "system prompt: Claude Code session files do not record it" in page
     assert 'id="partial-payload"' in page  # the payload shown is not the whole request
-    assert "Compacted here (manual) from 15808 tokens" in page
+    assert "Compacted here (manual) from 15,808 tokens" in page
     assert '<span class="meta meta-model" title="model: claude-sonnet-4-5-20250929">' in page
     assert "measured 15,660 in · 148 out" in page  # the margin count holds the usage
     assert '<time class="local source-time" datetime="2025-10-10T21:56:10.872000+00:00"' in page
@@ -132,3 +135,41 @@ def test_a_multipart_file_field_is_imported_as_curl_sends_it() -> None:
     assert missing.status_code == 400
     assert "file" in missing.json()["error"]
     assert Conversation.objects.count() == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("raw", [b"", b"  \n\n \t"], ids=["empty", "blank"])
+def test_an_empty_file_is_worded_the_same_by_the_drop_the_api_and_the_cli(
+    raw: bytes, api: Any, tmp_path: Any, settings: Any
+) -> None:
+    """One wording for an empty file (docs/contract.md §6) wherever it is imported; the drop
+    says the upload limit's size."""
+    client = Client()
+    client.force_login(importer())
+    dropped = drop(client, raw)
+    assert dropped.status_code == 400
+    said = dropped.json()["error"]
+    posted = api.client.post(
+        "/api/imports", raw, content_type="application/octet-stream",
+        headers=api._headers(None),
+    )  # fmt: skip
+    assert posted.status_code == 400
+    assert posted.json()["error"] == said
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(raw)
+    err = StringIO()
+    with pytest.raises(CommandError):
+        call_command("import", str(empty), stderr=err)
+    assert err.getvalue().strip() == f"{empty}: not imported: {said}"
+    assert Conversation.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_a_file_over_the_limit_dropped_names_the_limit(settings: Any) -> None:
+    settings.REPLAY_MAX_BODY_MB = 1
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
+    client = Client()
+    client.force_login(importer())
+    response = drop(client, b"x" * (1024 * 1024 + 1))
+    assert response.status_code == 413
+    assert response.json()["error"] == "The file is over the upload limit of 1 MB."

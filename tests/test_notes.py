@@ -516,6 +516,34 @@ def test_q_finds_note_text_in_the_list_the_api_and_the_finder(
     assert api.get("/api/conversations", q="zanzibar").json()["results"] == []
 
 
+def test_a_hit_on_a_notes_text_carries_its_snippet_and_the_noted_message(
+    operator_client: Client, operator: User, api: ApiClient
+) -> None:
+    """A conversation found by a note's words alone: its list row and the API's `match`
+    carry a snippet of the note's text and the noted message's seq and link
+    (docs/contract.md §10), as a block's hit does."""
+    conversation = run()
+    note_by(operator, conversation, 2, text="Zanzibar is where it broke", block_seq=1)
+    listed = api.get("/api/conversations", q="zanzibar").json()
+    (result,) = listed["results"]
+    assert result["match"] == {
+        "message_seq": 2,
+        "block_seq": 1,
+        "snippet": "Zanzibar is where it broke",
+        "url": f"http://testserver/c/{conversation.id}/#m-2",
+        "note": True,
+    }
+    page = operator_client.get("/", {"q": "zanzibar"}).content.decode()
+    row = re.search(rf'<tr id="c-{conversation.id}".*?</tr>', page, re.S)
+    assert row is not None
+    assert f'href="/c/{conversation.id}/#m-2"' in row.group(0)
+    assert "note on message 2" in row.group(0)
+    assert "Zanzibar is where it broke" in row.group(0)
+    # A block's hit says so too.
+    block_hit = api.get("/api/conversations", q="looking").json()["results"][0]["match"]
+    assert block_hit is not None and block_hit["note"] is False
+
+
 def test_finder_merges_note_hits_with_block_hits_in_order(
     operator_client: Client, operator: User
 ) -> None:

@@ -116,3 +116,71 @@ def test_message_and_block_paths_are_the_ones_reverse_builds_under_any_prefix() 
             wire = links.wire_text_url(cid, 5, vision=False, shape="anthropic", part=None)
             assert wire == reverse("wire-text", args=[str(cid), 5]) + "?vision=0&shape=anthropic"
             assert links.message_blocks_url(cid, 5, 100).endswith("/m/5/blocks?from=100")
+
+
+def test_every_count_is_worded_by_one_helper_with_separators() -> None:
+    """One helper words a number and its noun (docs/contract.md §4): the singular for one,
+    thousands separators always."""
+    from conversations.core import words
+
+    assert words.count(1, "token") == "1 token"
+    assert words.count(0, "block") == "0 blocks"
+    assert words.count(142431, "token") == "142,431 tokens"
+    assert words.count(-1, "message") == "-1 message"
+    assert words.count(2, "match", "matches") == "2 matches"
+
+
+def test_a_compaction_boundary_says_its_tokens_with_separators() -> None:
+    from conversations.dashboard.presenters.metadata import boundary
+
+    marker = {"compact_boundary": {"trigger": "auto", "preTokens": 142431}}
+    assert boundary(marker) == (
+        "Compacted here (auto) from 142,431 tokens: the model receives what follows"
+    )
+    assert "from 1 token:" in boundary({"compact_boundary": {"preTokens": 1}})
+
+
+def test_the_measured_input_and_usage_are_worded_without_a_bare_multiplier() -> None:
+    from types import SimpleNamespace
+
+    from conversations.core import tokens
+    from conversations.dashboard.presenters import pressure
+    from conversations.record.rows import Counted, MeasuredInput
+
+    p = SimpleNamespace(measured=MeasuredInput(seq=5, input=45263, estimate=280))
+    line = pressure.measured_input(p)  # type: ignore[arg-type]
+    assert "×" not in line
+    assert line == (
+        "measured input of #5: 45,263 tokens vs ≈280 estimated (161.65 times the estimate)"
+    )
+    count = tokens.MessageCount(tokens=67, by_kind={"text": 57}, framing=10, blocks=(57,))
+    counted = Counted(5, "assistant", count, tokens.Usage(input=1234, output=58), "gpt-4o")
+    usage = pressure.tokens_view(counted).usage
+    assert "×" not in usage
+    assert usage == "measured 1,234 in · 58 out (1.02 times the ≈57 estimated)"
+
+
+def next_of(basis: str, boundary: int | None) -> Any:
+    from types import SimpleNamespace
+
+    from conversations.core import next_request as nr
+
+    head = SimpleNamespace(
+        next=nr.NextRequest(
+            tokens=900, basis=basis, measured_seq=None, measured=None, since=0, factor=1.0
+        ),  # fmt: skip
+        unrecorded=SimpleNamespace(tokens=0),
+        boundary=boundary,
+    )
+    return SimpleNamespace(headline=head)
+
+
+def test_the_last_boundary_is_named_only_where_one_exists() -> None:
+    from conversations.dashboard.presenters.pressure import next_note
+
+    assert next_note(next_of("estimated", None)) == (
+        "estimated from the record alone (no measured usage)"
+    )
+    assert next_note(next_of("estimated", 7)) == (
+        "estimated from the record alone (no measured usage after the last boundary)"
+    )

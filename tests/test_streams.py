@@ -372,6 +372,34 @@ def test_a_streamed_read_fetches_its_block_batches_by_id_alone(db: None, small_r
     assert all("conversations_message" not in sql for sql in batches)
 
 
+@pytest.mark.sqlite
+def test_the_markdown_export_heads_each_message_with_the_source_time_as_the_page_does(
+    operator_client: Client,
+) -> None:
+    """A message's heading carries the source's own time (`metadata.timestamp`) where one
+    is stored, in UTC, and the storage time otherwise, in both the whole and streamed
+    exports (docs/contract.md §6)."""
+    conversation = services.conversation_create(title="Times")
+    for metadata in ({"timestamp": "2024-05-06T09:08:07+02:00"}, {"timestamp": "yesterday"}, {}):
+        services.message_append(
+            conversation=conversation,
+            role="user",
+            blocks=[TextIn(type="text", text="hi")],
+            metadata=metadata,
+        )
+    rows = conversation.messages.order_by("seq")
+    stored = [m.created_at.isoformat(timespec="seconds") for m in rows]
+    whole = selectors.markdown_export(conversation, vision=True, shape="openai")
+    streamed = operator_client.get(f"/c/{conversation.pk}/export.md").content.decode()
+    for text in (whole, streamed):
+        headings = re.findall(r"^### (#\d+ \w+ · .*)$", text, re.MULTILINE)
+        assert headings == [
+            "#0 user · 2024-05-06T07:08:07+00:00",
+            f"#1 user · {stored[1]}",
+            f"#2 user · {stored[2]}",
+        ]
+
+
 HUGE_MESSAGES = 30
 HUGE = 10 * 1024 * 1024  # characters of each of its messages
 # What one whole-record read may add to the server's RSS: the uncompacted streamed replay

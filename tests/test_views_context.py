@@ -150,3 +150,22 @@ def test_pages_need_an_operator(client: Client, outsider_client: Client, agent, 
     anonymous = client.get(f"/c/{agent}/{page}")
     assert anonymous.status_code == 302 and "/accounts/login/" in anonymous["Location"]
     assert outsider_client.get(f"/c/{agent}/{page}").status_code == 403
+
+
+def test_the_compaction_summary_words_one_changed_block_in_the_singular(
+    api, operator_client, agent
+) -> None:
+    data = context(api, agent, compact="microcompact", keep="4")
+    assert len(data["compact"]["changed"]) == 1
+    html = operator_client.get(
+        f"/c/{agent}/context", {"compact": "microcompact", "keep": "4"}
+    ).content.decode()
+    assert "· 1 block changed" in html and "1 blocks" not in html
+
+
+def test_a_conversation_without_a_boundary_names_none(api, operator_client) -> None:
+    cid = create(api, "No usage", metadata={"model": "gpt-4o"})
+    append(api, cid, "user", [b.text("hello")])
+    html = operator_client.get(f"/c/{cid}/").content.decode()
+    assert "estimated from the record alone (no measured usage)" in html
+    assert "boundary" not in html.split('id="pressure"', 1)[1].split("</section>", 1)[0]

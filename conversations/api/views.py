@@ -165,7 +165,8 @@ def conversations(request: HttpRequest) -> HttpResponse:
 
     results = [shapes.conversation_data(c, url=_url(request, c)) for c in page.object_list]
     if q.strip():
-        # Where each conversation matched: its first matching block (None: the title only).
+        # Where each conversation matched: its first matching block, else its first matching
+        # note (`note`: true), else None (the title only).
         hits = search_reads.search_hits(page.object_list, q)
         for conversation, result in zip(page.object_list, results, strict=True):
             hit = hits.get(conversation.pk)
@@ -174,6 +175,7 @@ def conversations(request: HttpRequest) -> HttpResponse:
                 "block_seq": hit.block_seq,
                 "snippet": hit.snippet,
                 "url": _url(request, conversation, f"#m-{hit.message_seq}"),
+                "note": hit.note,
             }
     return json_response(
         {
@@ -353,7 +355,7 @@ def import_bytes(
 ) -> services.ImportOutcome:
     """Read and store one transcript; ApiError (400) names what is wrong with it."""
     if not raw.strip():
-        raise ApiError(400, "Request body is empty: send a transcript file.")
+        raise ApiError(400, importers.EMPTY_FILE)
     try:
         return services.transcript_import(raw=raw, format=format, title=title, file_name=file_name)
     except importers.ImportFormatError as exc:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeAlias
 
+from conversations.core import words
+
 Signature: TypeAlias = tuple[str, tuple[str, ...], tuple[str, ...]]  # role, kinds, tool names
 Run: TypeAlias = tuple[int, int, int]  # a paired stretch: (a start, b start, length)
 Row: TypeAlias = tuple[int | None, int | None]  # (a seq, b seq); None: no partner
@@ -459,9 +461,8 @@ def _names(names: tuple[str, ...]) -> str:
     return ", ".join(f"`{n}`" for n in dict.fromkeys(names))
 
 
-def _more(n: int, one: str, many: str, more: str, fewer: str) -> str:
-    word = one if abs(n) == 1 else many
-    return f"B has {abs(n):,} {more if n > 0 else fewer} {word}"
+def _more(n: int, one: str, more: str, fewer: str) -> str:
+    return f"B has {abs(n):,} {more if n > 0 else fewer} {words.noun(n, one)}"
 
 
 def what_changed(
@@ -487,12 +488,12 @@ def what_changed(
         at = f"#{a_seq}" if a_seq == b_seq else f"A #{a_seq} / B #{b_seq}"
         parts.append(f"B called {_names(b_names)} where A called {_names(a_names)} at {at}")
     if swaps_total > len(swaps):
-        parts.append(f"{swaps_total - len(swaps):,} more such substitutions")
+        parts.append(f"{words.count(swaps_total - len(swaps), 'more such substitution')}")
     if b.messages != a.messages:
-        parts.append(_more(b.messages - a.messages, "message", "messages", "more", "fewer"))
+        parts.append(_more(b.messages - a.messages, "message", "more", "fewer"))
     if b.errors != a.errors:
-        parts.append(_more(b.errors - a.errors, "error", "errors", "more", "fewer"))
+        parts.append(_more(b.errors - a.errors, "error", "more", "fewer"))
     if b.tokens != a.tokens:
         size = "larger" if b.tokens > a.tokens else "smaller"
-        parts.append(f"B's next request is {abs(b.tokens - a.tokens):,} tokens {size}")
+        parts.append(f"B's next request is {words.count(abs(b.tokens - a.tokens), 'token')} {size}")
     return "; ".join(parts) + "."

@@ -196,6 +196,32 @@ def note_hits(conversation_id: uuid.UUID, q: str, *, limit: int) -> list[NoteVal
     return [value(n) for n in _notes(conversation_id).filter(NoteMatches(query))[:limit]]
 
 
+def first_note_hits(
+    conversations: Iterable[Any], query: Query
+) -> dict[uuid.UUID, tuple[int, int, str]]:
+    """For each of these conversations (a list page's, bounded), its first note holding
+    every word of `query`, in (message, block, id) order: (message seq, block seq or 0, a
+    snippet of the note's text), by conversation id. One indexed query per conversation."""
+    found: dict[uuid.UUID, tuple[int, int, str]] = {}
+    if query.empty:
+        return found
+    for conversation in conversations:
+        note = (
+            Note.objects.filter(
+                NoteMatches(query),
+                conversation_id=conversation.pk,
+                message_seq__lt=conversation.message_count,
+            )
+            .annotate(place=Coalesce("block_seq", 0))
+            .order_by("message_seq", "place", "id")
+            .values_list("message_seq", "place", "text")
+            .first()
+        )
+        if note is not None:
+            found[conversation.pk] = (note[0], note[1], snippet(note[2], query))
+    return found
+
+
 class NotePlaces:
     """The finder's note hits in one conversation (docs/contract.md §10): each note that
     holds every word of the query is a hit at (its message, its block or 0), merged in

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol, assert_never, cast
 
-from conversations.core import context_windows, list_status, preview, replay, tokens
+from conversations.core import context_windows, list_status, preview, replay, timestamps, tokens
 from conversations.core import next_request as nr
 from conversations.core.blocks import BlockKind
 from conversations.core.compact import Compacted, Policy
@@ -136,6 +136,12 @@ def block_value(row: StoredBlock) -> replay.Block:
             assert_never(kind)
 
 
+def shown_time(row: MessageRow) -> datetime:
+    """The time a message is shown with: the source's own (`metadata.timestamp`) where it
+    is stored as an ISO 8601 time with a zone, else when it was stored (docs/contract.md §6)."""
+    return timestamps.source_time(row.metadata) or row.created_at
+
+
 def stored_messages(rows: Iterable[MessageRow]) -> list[replay.StoredMessage]:
     """The projection's input for these rows."""
     return [
@@ -163,11 +169,13 @@ def conversation_model(conversation: ModelNaming) -> str:
 
 
 class SearchHit(NamedTuple):
-    """The first block of a conversation that a search found, and its text around it."""
+    """The first block of a conversation that a search found, and its text around it; or,
+    when only a note held the words, the note's place and its text around them (`note`)."""
 
     message_seq: int
     block_seq: int
     snippet: str
+    note: bool = False
 
 
 class Pairs(NamedTuple):

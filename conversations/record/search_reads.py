@@ -264,7 +264,8 @@ def _messages_matching(entries: QuerySet[SearchEntry], query: Query, limit: int)
 
 def search_hits(conversations: Iterable[Conversation], q: str) -> dict[uuid.UUID, SearchHit]:
     """For each of these conversations (a page of `conversation_list(q=q)`) whose blocks
-    matched, its first matching block, each read to its indexed start.
+    matched, its first matching block, each read to its indexed start; for those only a
+    note matched, that note's place and text (`note_reads.first_note_hits`).
 
     Bounded for rare and common words alike: the index gives the page's entries holding
     the words (at most HIT_ENTRIES, one query); when those are all, each conversation's
@@ -275,6 +276,17 @@ def search_hits(conversations: Iterable[Conversation], q: str) -> dict[uuid.UUID
     ids = [c.pk for c in conversations]
     if query.empty or not ids:
         return {}
+    hits = _block_hits(conversations, ids, query)
+    missing = [c for c in conversations if c.pk not in hits]
+    for conversation_id, (seq, block, text) in note_reads.first_note_hits(missing, query).items():
+        hits[conversation_id] = SearchHit(seq, block, text, note=True)
+    return hits
+
+
+def _block_hits(
+    conversations: list[Conversation], ids: list[uuid.UUID], query: Query
+) -> dict[uuid.UUID, SearchHit]:
+    """`search_hits` of the blocks alone."""
     walked: list[int] = [getattr(c, "first_entry", None) or 0 for c in conversations]
     if all(walked):  # found by walking (a common word): each one's first match is known
         # (Blocks sort before the title's entry, whose seqs are null: a title is the first

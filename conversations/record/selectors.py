@@ -49,6 +49,7 @@ from conversations.record.rows import PreviewRow as PreviewRow
 from conversations.record.rows import SearchHit as SearchHit
 from conversations.record.rows import block_value as block_value
 from conversations.record.rows import conversation_model as conversation_model
+from conversations.record.rows import shown_time
 from conversations.record.rows import stored_messages as stored_messages
 
 BLOCK_COLUMNS = (
@@ -351,7 +352,7 @@ def markdown_export(conversation: Conversation, *, vision: bool, shape: replay.S
     record = [
         markdown.RecordMessage(
             row.seq,
-            row.created_at.isoformat(timespec="seconds"),
+            shown_time(row).isoformat(timespec="seconds"),
             message,
             tuple(notes.get(row.seq, ())),
         )

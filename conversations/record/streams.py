@@ -19,7 +19,7 @@ from django.http import StreamingHttpResponse
 from conversations.core import markdown, replay
 from conversations.record import note_reads, policy_reads, selectors, shapes
 from conversations.record.models import Conversation, Message
-from conversations.record.rows import MessageRow, block_value
+from conversations.record.rows import MessageRow, block_value, shown_time
 
 WINDOW = 1000  # messages whose rows one read holds; their blocks come in bounded batches
 NOTE_BATCH = WINDOW  # messages whose notes one read of the Markdown export holds
@@ -184,7 +184,7 @@ def _record_messages(conversation: Conversation, stop: int) -> Iterator[markdown
             for stored in _stored([row]):
                 yield markdown.RecordMessage(
                     row.seq,
-                    row.created_at.isoformat(timespec="seconds"),
+                    shown_time(row).isoformat(timespec="seconds"),
                     stored,
                     tuple(notes.get(row.seq, ())),
                 )

@@ -3,6 +3,7 @@ with a progress indicator and opens as its conversation; a bad one says why, as 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -11,7 +12,15 @@ from django.contrib.auth.models import Permission
 from playwright.sync_api import expect
 
 from conversations.record.models import Conversation
-from tests.browser.conftest import Account, make_user, off_loop, sign_in
+from tests.browser.conftest import (
+    VIEWPORT,
+    Account,
+    make_user,
+    off_loop,
+    sign_in,
+    watched_context,
+)
+from tests.conftest import start_daphne
 from tests.realdata import REAL
 
 pytestmark = pytest.mark.live
@@ -82,3 +91,35 @@ def test_an_operator_without_the_add_permission_sees_no_drop(
     signed_in(page, make_user(operator=True))
     expect(page.locator("h1")).to_have_text("Conversations")
     expect(page.locator("#dropzone")).to_have_count(0)
+
+
+def test_a_refused_drop_is_styled_as_an_error_and_names_the_upload_limit(
+    browser: Any, transactional_db: None, tmp_path: Any, console: Any
+) -> None:
+    """The status of a refused file is an error (the page's `.error` style, not plain
+    text), and a file over the limit is told the limit (REPLAY_MAX_BODY_MB, here 1)."""
+    server = start_daphne(tmp_path, {"REPLAY_WEBHOOK_SENDER": "0", "REPLAY_MAX_BODY_MB": "1"})
+    console.allow("/imports: Failed to load resource: the server responded with a status of 4")
+    try:
+        with watched_context(browser, server, console, viewport=VIEWPORT) as ctx:
+            page = signed_in(ctx.new_page(), importer())
+            status = page.locator("#import-status")
+            page.evaluate(DROP, ["big.json", "x" * (1024 * 1024 + 1)])
+            expect(status).to_have_text("The file is over the upload limit of 1 MB.")
+            expect(status).to_have_class(re.compile(r"\berror\b"))
+            error = page.evaluate(
+                "getComputedStyle(document.documentElement).getPropertyValue('--error')"
+            )
+            colour = status.evaluate("element => getComputedStyle(element).color")
+            probe = page.evaluate(
+                """(value) => { const p = document.createElement('p');
+                p.style.color = value; document.body.append(p);
+                const c = getComputedStyle(p).color; p.remove(); return c; }""",
+                error.strip(),
+            )
+            assert colour == probe
+            page.evaluate(DROP, ["empty.json", ""])
+            expect(status).to_have_text("The file is empty: it holds no transcript.")
+            expect(status).to_have_class(re.compile(r"\berror\b"))
+    finally:
+        server.stop()

@@ -12,7 +12,14 @@ from django.contrib.auth.models import Permission, User
 from playwright.sync_api import expect
 
 from conversations.record import services
-from tests.browser.conftest import Account, conversation, make_user, off_loop, sign_in
+from tests.browser.conftest import (
+    Account,
+    conversation,
+    make_user,
+    off_loop,
+    sign_in,
+    watched_context,
+)
 from tests.conftest import Server
 
 
@@ -67,7 +74,7 @@ def test_signed_out_share_page_goes_live_then_says_it_was_revoked(
 
 
 def test_operator_shares_the_first_messages_and_copies_the_link_once(
-    context: Any, page: Any, daphne: Server
+    context: Any, page: Any, daphne: Server, console: Any
 ) -> None:
     account: Account = off_loop(lambda: make_user(operator=True))
 
@@ -96,14 +103,12 @@ def test_operator_shares_the_first_messages_and_copies_the_link_once(
     expect(page.locator("#shares tbody tr")).to_have_count(1)
     expect(page.locator("#shares tbody tr")).to_contain_text("frozen, #0 to #39")
 
-    stranger = context.browser.new_context(base_url=daphne.url)
-    try:
+    # Watched as every page is: a console error (a CSP violation) on the shared page fails.
+    with watched_context(context.browser, daphne, console) as stranger:
         shared = stranger.new_page()
         shared.goto(url)
         expect(shared.locator("#messages > article.message")).to_have_count(40)
         expect(shared.locator("#live-status")).to_have_text("frozen")
-    finally:
-        stranger.close()
 
     page.reload()
     expect(page.locator("#shares tbody tr")).to_contain_text("1")  # one view

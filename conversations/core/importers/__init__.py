@@ -20,7 +20,9 @@ from conversations.core.importers import (
     otel_genai,
 )
 from conversations.core.importers.common import (
+    EMPTY_FILE,
     FORMATS,
+    EmptyFileError,
     Format,
     Gap,
     Imported,
@@ -30,7 +32,9 @@ from conversations.core.importers.common import (
 from conversations.core.importers.detect import detect, detect_where
 
 __all__ = [
+    "EMPTY_FILE",
     "FORMATS",
+    "EmptyFileError",
     "Format",
     "Gap",
     "ImportFormatError",
@@ -46,7 +50,10 @@ __all__ = [
 
 def read(raw: bytes, format: Format | None = None) -> Imported:
     """The conversation in `raw` (a whole file), read as `format` or as detected
-    (`choose`); an ImportFormatError names the format it was read as."""
+    (`choose`); an ImportFormatError names the format it was read as. EmptyFileError
+    when it holds nothing but whitespace, whatever the format."""
+    if not raw.strip():
+        raise EmptyFileError()
     return read_as(raw, choose(raw, format))
 
 

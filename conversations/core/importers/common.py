@@ -47,6 +47,18 @@ class ImportFormatError(ValueError):
         return f"The file is not readable{named}: {self}."
 
 
+# What every way in (the list page's drop, POST /api/imports, `manage.py import`) says of a
+# file that holds nothing but whitespace (docs/contract.md §6): one wording for all.
+EMPTY_FILE = "The file is empty: it holds no transcript."
+
+
+class EmptyFileError(ImportFormatError):
+    """The file holds nothing but whitespace (`EMPTY_FILE`)."""
+
+    def __init__(self) -> None:
+        super().__init__("", EMPTY_FILE)
+
+
 @dataclass(frozen=True, slots=True)
 class Gap:
     """Something the record cannot hold: marked in place (`message`, `block`) when it had a

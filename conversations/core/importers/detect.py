@@ -9,7 +9,7 @@ from typing import Any
 
 from conversations.core import strictjson
 from conversations.core.importers.claude_code import SESSION_LINE_KEYS
-from conversations.core.importers.common import FORMATS, Format, ImportFormatError
+from conversations.core.importers.common import FORMATS, EmptyFileError, Format, ImportFormatError
 
 TRIED = ", ".join(FORMATS)
 ANTHROPIC_KEYS = {
@@ -48,13 +48,16 @@ OPENAI_PARTS = {"image_url", "input_audio", "refusal", "file"}
 
 
 def detect(raw: bytes) -> Format:
-    """The format of `raw`; ImportFormatError when it fits none or more than one."""
+    """The format of `raw`; ImportFormatError when it fits none or more than one
+    (EmptyFileError when it holds nothing but whitespace)."""
     return detect_where(raw)[0]
 
 
 def detect_where(raw: bytes) -> tuple[Format, str]:
     """The format of `raw` and the line or JSON path that shows it (the first evidence);
-    ImportFormatError when it fits none or more than one."""
+    ImportFormatError when it fits none or more than one (EmptyFileError: only whitespace)."""
+    if not raw.strip():
+        raise EmptyFileError()
     try:
         body = json.loads(raw)
     except RecursionError:  # far deeper than the record allows: say where, as a read would

@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from conversations.core import compare as compare_core
 from conversations.core import diff as diff_core
+from conversations.core import words
 from conversations.core.compare import Fold, MessageText, Row, Shown, Summary
 from conversations.core.options import ReplayOptions
 from conversations.dashboard.presenters.links import projection_toggles, query
@@ -244,7 +245,8 @@ def pick_page(
             Candidate(
                 c.title or str(c.id),
                 reverse("compare") + query(a=str(a.id), b=str(c.id)),
-                f"{c.message_count:,} messages · updated {c.updated_at:%Y-%m-%d %H:%M}",
+                f"{words.count(c.message_count, 'message')}"
+                f" · updated {c.updated_at:%Y-%m-%d %H:%M}",
             )
             for c in rows
         ]

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.urls import reverse
 
-from conversations.core import blocks, replay
+from conversations.core import blocks, replay, words
 from conversations.core import compact as compact_core
 from conversations.core import diff as diff_core
 from conversations.core.compact import Compacted
@@ -52,8 +52,7 @@ class BlockFold:
     @property
     def label(self) -> str:
         changed = f", {self.changed:,} of them changed by the policy" if self.changed else ""
-        plural = "s" if self.count != 1 else ""
-        return f"{self.count:,} more block{plural} folded (from block {self.start}){changed}."
+        return f"{words.count(self.count, 'more block')} folded (from block {self.start}){changed}."
 
 
 @dataclass(frozen=True)
@@ -185,7 +184,10 @@ def context_page(
         "after_total": after.total,
         "saved": f"{before.total - after.total:,}",
         "changed_count": len(compacted.changed),
-        "dropped": compacted.dropped,
+        "changed_line": words.count(len(compacted.changed), "block") + " changed",
+        "dropped_line": words.count(compacted.dropped, "message") + " before the boundary left out"
+        if compacted.dropped
+        else "",
         "note": compacted.note,
         "pressure": pressure_view(after if effective else before, 0),
         "messages": shown_messages,

@@ -141,7 +141,13 @@ def conversation_rows(
                 compactions=_compactions(c.metadata),
                 alerts=badge_label(alerts.get(c.id, 0)),
                 hit_url=f"{c.get_absolute_url()}#m-{hit.message_seq}" if hit else "",
-                hit_label=f"message {hit.message_seq}" if hit else "",
+                hit_label=(
+                    f"note on message {hit.message_seq}"
+                    if hit.note
+                    else f"message {hit.message_seq}"
+                )
+                if hit
+                else "",
                 snippet=hit.snippet if hit else "",
                 labels=labels.get(c.id, ()),
             )

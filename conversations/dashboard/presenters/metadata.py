@@ -9,12 +9,12 @@ is left out (never "None"), and the templates escape what is shown.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from django.urls import reverse
 
-from conversations.core import tokens
+from conversations.core import timestamps, tokens, words
 from conversations.dashboard.presenters.protocols import ConversationLike
 
 META_CHARS = 80  # characters of a metadata value shown in a header
@@ -134,20 +134,13 @@ def _model(metadata: dict[str, Any]) -> str | None:
 def source_time(metadata: object) -> tuple[datetime | None, str]:
     """The source's own timestamp of a message (`metadata.timestamp`, as imports keep it):
     (the time in UTC, "") when it is ISO 8601 with a zone, else (None, the value as text)."""
-    if not isinstance(metadata, dict):
-        return None, ""
-    value = metadata.get("timestamp")
+    in_utc = timestamps.source_time(metadata)
+    if in_utc is not None:
+        return in_utc, ""
+    value = metadata.get("timestamp") if isinstance(metadata, dict) else None
     if not isinstance(value, str) or not value.strip():
         return None, ""
-    try:
-        parsed = datetime.fromisoformat(value) if len(value) <= 64 else None
-        # At the ends of the calendar ("0001-01-01T00:00:00+01:00") UTC is out of range.
-        in_utc = parsed.astimezone(UTC) if parsed is not None and parsed.tzinfo else None
-    except (ValueError, OverflowError):
-        in_utc = None
-    if in_utc is None:
-        return None, _cut(value, META_CHARS)
-    return in_utc, ""
+    return None, _cut(value, META_CHARS)
 
 
 def conversation_meta(metadata: object, *, model: str = "") -> list[MetaItem]:
@@ -179,12 +172,15 @@ def boundary(metadata: dict[str, Any]) -> str:
     marker = metadata.get("compact_boundary")
     if not isinstance(marker, dict):
         return ""
-    words = ["Compacted here"]
+    said = ["Compacted here"]
     if marker.get("trigger"):
-        words.append(f"({marker['trigger']})")
-    if marker.get("preTokens"):
-        words.append(f"from {marker['preTokens']} tokens")
-    return " ".join(words) + ": the model receives what follows"
+        said.append(f"({marker['trigger']})")
+    pre = marker.get("preTokens")
+    if isinstance(pre, int) and not isinstance(pre, bool) and pre:
+        said.append(f"from {words.count(pre, 'token')}")
+    elif pre:
+        said.append(f"from {pre} tokens")
+    return " ".join(said) + ": the model receives what follows"
 
 
 @dataclass(frozen=True)

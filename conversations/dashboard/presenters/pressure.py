@@ -22,7 +22,7 @@ class TokensView:
 
     tokens: int
     detail: str  # by kind and framing, for the title
-    usage: str  # "measured 1,234 in · 56 out (×0.98 of ≈57)", or ""
+    usage: str  # "measured 1,234 in · 58 out (1.02 times the ≈57 estimated)", or ""
     share: str = ""  # of the window, "4.2%" ("" when no window is known)
     share_width: float = 0.0  # the margin bar's width in percent, at least visible
 
@@ -44,7 +44,8 @@ def tokens_view(counted: Counted, window: int | None = None) -> TokensView:
         trusted = tokens.trusted_output(counted.usage, out)
         if trusted is not None:
             r = tokens.ratio(trusted, out)
-            said.append(f"{trusted:,} out" + (f" (×{r:.2f} of ≈{out:,})" if r else ""))
+            of = f" ({r:.2f} times the ≈{out:,} estimated)" if r else ""
+            said.append(f"{trusted:,} out{of}")
         elif counted.usage.output is not None:  # below the reply's own estimate: not a count
             said.append(f"out recorded as {counted.usage.output:,}, not trusted")
         usage = "measured " + " · ".join(said)
@@ -63,7 +64,7 @@ def measured_input(p: Pressure) -> str:
         return ""
     r = tokens.ratio(m.input, m.estimate)
     return f"measured input of #{m.seq}: {m.input:,} tokens vs ≈{m.estimate:,}" + (
-        f" estimated (×{r:.2f})" if r else " estimated"
+        f" estimated ({r:.2f} times the estimate)" if r else " estimated"
     )
 
 
@@ -153,7 +154,7 @@ def next_note(p: Pressure) -> str:
     head = p.headline
     if head.next.basis == "measured":
         factor = (
-            f", scaled ×{head.next.factor:.2f} for the tokenizer" if head.next.factor != 1 else ""
+            f", scaled by {head.next.factor:.2f} for the tokenizer" if head.next.factor != 1 else ""
         )
         return f"measured at #{head.next.measured_seq} + ≈{head.next.since:,} since{factor}"
     if head.unrecorded.tokens:
@@ -162,7 +163,9 @@ def next_note(p: Pressure) -> str:
             f"≈{head.unrecorded.tokens:,} unrecorded (inferred from usage at "
             f"#{head.unrecorded.measured_seq})"
         )
-    return "estimated from the record alone (no measured usage after the last boundary)"
+    if head.boundary is not None:  # only a compacted record has a last boundary to name
+        return "estimated from the record alone (no measured usage after the last boundary)"
+    return "estimated from the record alone (no measured usage)"
 
 
 def window_origin(window: Window) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import unquote
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -24,13 +25,14 @@ def import_file(request: HttpRequest) -> HttpResponse:
     try:
         upload = uploads.transcript_upload(request)
     except RequestDataTooBig:
-        return JsonResponse({"error": "The file is over the upload limit."}, status=413)
+        limit = f"The file is over the upload limit of {settings.REPLAY_MAX_BODY_MB} MB."
+        return JsonResponse({"error": limit}, status=413)
     except uploads.UploadError as exc:
         return JsonResponse({"error": str(exc), "field": exc.field}, status=400)
     raw = upload.raw
     name = unquote(request.headers.get("X-File-Name", ""))[:255] or upload.file_name
     if not raw.strip():
-        return JsonResponse({"error": "The file is empty."}, status=400)
+        return JsonResponse({"error": importers.EMPTY_FILE}, status=400)
     try:
         outcome = services.transcript_import(
             raw=raw, format=request.GET.get("format") or None, title=None, file_name=name

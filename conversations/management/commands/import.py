@@ -54,6 +54,8 @@ class Command(BaseCommand):
         limit = settings.REPLAY_MAX_BODY_MB * 1024 * 1024
         with path.open("rb") as file, services.gc_paused():
             first = _line(file, limit, 1)
+            if not first:  # nothing at all, whatever the format: worded as the API words it
+                raise importers.EmptyFileError()
             if format == "claude-code" or (format is None and _is_jsonl(first)):
                 digest = hashlib.sha256()
                 lines = _hashed_lines(_lines(file, first, limit), digest)
