@@ -1,4 +1,4 @@
-// Sticky bars never hide what has focus (WCAG 2.4.7; issue 21). The page's scroll padding
+// Sticky bars never hide what has focus (WCAG 2.4.7; docs/contract.md §4, Keyboard and screen readers). The page's scroll padding
 // (--bar-top, --bar-bottom in replay.css) is the height of the header while it sticks and of
 // the phone's bottom toolbar while it is fixed, so the browser scrolls a focused element, a
 // link's target or a message moved to clear of both. A header taller than a third of the

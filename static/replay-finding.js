@@ -1,4 +1,4 @@
-// Replay's finder (issue 11): block filters, search within a conversation (/, Enter,
+// Replay's finder (docs/guide/dashboard.md): block filters, search within a conversation (/, Enter,
 // Shift+Enter), the next or previous problem (n / N), the shortcuts help (?) and tool
 // rounds (a call's id links to its result and back; a call with no result says so).
 //

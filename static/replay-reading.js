@@ -1,4 +1,4 @@
-// Reading a conversation (issue 11): compact mode, tool output collapsed or expanded as a
+// Reading a conversation (docs/guide/dashboard.md): compact mode, tool output collapsed or expanded as a
 // whole, fold labels kept true after "Load the rest", local times with UTC on hover, and
 // per-message copies of the projection and of the record, fetched from the server on click.
 // The server's HTML stays deterministic (live frames equal a reload); everything that

@@ -180,7 +180,7 @@ def conversations(request: HttpRequest) -> HttpResponse:
     return json_response(
         {
             "count": paginator.count,
-            # A search counts at most SEARCH_COUNT_CAP conversations (issue 18).
+            # A search counts at most SEARCH_COUNT_CAP conversations (docs/contract.md §3).
             "count_capped": bool(getattr(paginator, "capped", False)),
             "page": page.number,
             "pages": paginator.num_pages,

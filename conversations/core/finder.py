@@ -1,4 +1,5 @@
-"""Finding things in one conversation (issue 11): what the page's finder asks for. Pure.
+"""Finding things in one conversation (docs/guide/dashboard.md): what the page's finder
+asks for. Pure.
 
 A place in a conversation is a `Cursor`, a message seq and optionally a block seq
 (`"412"` or `"412.3"` in a query). The finder steps from one towards the end (`after`)

@@ -29,7 +29,7 @@ MAX_QUERY_CHARS = 200  # docs/contract.md §3: a longer `q` is refused
 # Only the start of each block is indexed: it bounds the work per block and keeps every
 # entry well under PostgreSQL's 1 MB tsvector limit (at most 100,000 words of 4 bytes).
 INDEXED_CHARS = 100_000
-# A tool result is indexed in its start and its end (issue 18): what ran and how it ended
+# A tool result is indexed in its start and its end (docs/contract.md §3): what ran and how it ended
 # (a command's echo, a file's head, a traceback, a test summary) is what operators look
 # for; the middle of a 20 KB listing was half the index and almost never searched.
 RESULT_HEAD_CHARS = 2_000

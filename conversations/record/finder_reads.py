@@ -1,5 +1,5 @@
-"""Reads for the conversation page's finder (issue 11): search hits, the next block of a
-kind or the next problem, and where a tool round's other half is.
+"""Reads for the conversation page's finder (docs/guide/dashboard.md): search hits, the
+next block of a kind or the next problem, and where a tool round's other half is.
 
 Every read is bounded whatever the conversation holds: a step reads at most
 `SCAN_MESSAGES` messages' blocks (through the message (conversation, seq) and block
@@ -124,7 +124,7 @@ def find_step(
     `before`, within one step of `SCAN_MESSAGES` messages. Problems (n / N) include the
     stored compaction boundaries, found at the first block of the message they precede.
 
-    Errors and problems are one lookup of the finder's marks (`FinderMark`, issue 18)
+    Errors and problems are one lookup of the finder's marks (`FinderMark`, docs/contract.md §3)
     from anywhere, never a step; but for problems under a share link's scope, where a
     call answered past the scope is unanswered, and which the steps answer."""
     if kind == "error" or (kind == "problem" and _whole(conversation)):
@@ -351,7 +351,7 @@ def search_page(
     with `notes`, the notes holding them too (docs/contract.md §10).
     Raises QueryError for a `q` the list refuses.
 
-    Bounded whether the words are rare or common here (issue 18): the index (conversation
+    Bounded whether the words are rare or common here (docs/contract.md §3): the index (conversation
     and words) gives up to HITS_HELD places, which are all of them when fewer, and the
     page, total and offset are taken from them; else the words are common here, the page
     is a walk along the conversation's entries in order from the cursor (each checked,

@@ -261,7 +261,7 @@ class FinderMark(models.Model):
     conversation yet ("unanswered", removed when its first result is stored).
 
     Written by `services` with the blocks, so that the next one from anywhere in a
-    conversation is one indexed lookup, not a walk over its blocks (issue 18)."""
+    conversation is one indexed lookup, not a walk over its blocks (docs/contract.md §3)."""
 
     class Kind(models.TextChoices):
         ERROR = "error"

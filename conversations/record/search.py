@@ -7,7 +7,7 @@ word prefixes, and never scan stored text:
   kept in step by triggers on that table, so any insert or delete of an entry (the
   conversation's cascade, a test's flush) updates it in the same transaction.
 - PostgreSQL: one GIN index over (conversation, the words as lexemes): an expression
-  index, so the lexemes are not stored a second time beside the words (issue 18: they
+  index, so the lexemes are not stored a second time beside the words (docs/contract.md §3: they
   were a third of the database). Its lexeme keys answer a search over every conversation,
   and with the conversation key one conversation's hits, without reading its other
   entries. A plain word or prefix needs no recheck, so the words are read again only on

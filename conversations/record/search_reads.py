@@ -1,4 +1,4 @@
-"""The list's and the admin's search reads (docs/contract.md §3, issue 18): the
+"""The list's and the admin's search reads (docs/contract.md §3): the
 conversations matching a query (`conversation_list`, counted by `CappedPaginator`), each
 one's first match (`search_hits`), and the messages a search finds (`messages_matching`),
 all through the full-text index (`record.search`) or along a conversation's entries."""
@@ -33,7 +33,7 @@ def conversation_list(
     (docs/contract.md §10): `q` finds their text, `label` keeps conversations with a note
     so labelled.
 
-    A rare word costs no more than a common one (issue 18). Common words (`_common`: most
+    A rare word costs no more than a common one (docs/contract.md §3). Common words (`_common`: most
     of the newest conversations hold them near their start) are found by walking:
     conversations newest first, each checked along its own entries for a first one
     holding the words, until the page is full. Other words are asked of the index, for at

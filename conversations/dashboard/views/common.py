@@ -46,7 +46,7 @@ def conversation_or_404(conversation_id: str) -> Conversation:
 
 def bad_request(request: HttpRequest, message: str) -> HttpResponse:
     """A 400 page rendered from its template, so the message (which may quote the
-    request) is escaped, and the page runs no htmx (issue 7)."""
+    request) is escaped, and the page runs no htmx (docs/contract.md §4, Errors)."""
     return render(request, "400.html", {"message": message}, status=400)
 
 

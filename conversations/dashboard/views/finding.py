@@ -1,4 +1,4 @@
-"""The finder (issue 11): what the conversation page looks for across the whole
+"""The finder (docs/guide/dashboard.md): what the conversation page looks for across the whole
 conversation, answered as JSON."""
 
 from __future__ import annotations
