@@ -10,6 +10,7 @@ Polling (a `stat` per file per tick) works on every filesystem, network ones inc
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import stat
@@ -306,18 +307,13 @@ class FileFollower:
         self.handle.seek(0)
         head = self.handle.read(min(end, live_sources.HEAD_BYTES))
         status = os.fstat(self.handle.fileno())
-        if self.server is not None:
-            return services.tail_send(
-                server=self.server,
-                cursor=self.cursor,
-                steps=steps,
-                position=live_sources.Position(end, len(head), live_sources.head_digest(head)),
-                lines=lines,
-                known=self.known,
-                device=status.st_dev,
-                inode=status.st_ino,
-            )
-        return services.tail_append(
+        # Through the running server's API (`tail --url`), or stored here.
+        store = (
+            services.tail_append
+            if self.server is None
+            else functools.partial(services.tail_send, server=self.server)
+        )
+        return store(
             cursor=self.cursor,
             steps=steps,
             position=live_sources.Position(end, len(head), live_sources.head_digest(head)),
