@@ -22,6 +22,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from pydantic import ValidationError as SchemaError
 
 from conversations.core import strictjson
+from conversations.core.socket_window import CLIENT_BYTES
 from conversations.dashboard.socket_urls import conversation_socket_url
 from conversations.record.models import Block, Conversation, Message
 from conversations.record.schemas import MAX_ERRORS, MessageIn, error_sentence
@@ -328,7 +329,10 @@ def test_a_socket_survives_a_resume_report_nested_too_deep(
         connected, code = await ws.connect(timeout=5)
         assert connected, code
         try:
-            await ws.send_to(text_data="[" * 100_000 + "]" * 100_000)
+            # Nested far deeper than any parser's limit yet within the size a client may send
+            # (CLIENT_BYTES; a larger message closes the socket: tests/test_socket_bounds.py).
+            depth = CLIENT_BYTES // 2
+            await ws.send_to(text_data="[" * depth + "]" * depth)
             await ws.send_to(text_data='{"type": "resume", "from": 0, "counts": [0], "type": 1}')
             assert await ws.receive_nothing(0.3)
             posted = await sync_to_async(api.post)(blocks_url(cid, 0), text("still here"))
