@@ -1,0 +1,61 @@
+"""After a compaction the request starts at the boundary (docs/contract.md §7): the replay
+payload and the Markdown export's projection of a compacted conversation carry the last
+stored boundary's summary and what follows it; `?compact=none` gives the whole record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ApiClient
+from tests.realdata import REAL
+from tests.test_next_request_api import LIST, imported
+
+pytestmark = pytest.mark.django_db
+FIXTURE = Path(REAL) / "claude_code_compact_boundary.jsonl"
+
+
+def streamed(api: ApiClient, path: str, **params: str) -> bytes:
+    response = api.get(path, **params)
+    assert response.status_code == 200, response
+    return b"".join(response.streaming_content)
+
+
+@pytest.mark.parametrize("shape", ["openai", "anthropic"])
+def test_the_default_payload_starts_at_the_last_boundary(api: ApiClient, shape: str) -> None:
+    (cid,) = imported(api, FIXTURE)
+    default = streamed(api, f"{LIST}/{cid}/replay", shape=shape)
+    boundary = streamed(api, f"{LIST}/{cid}/replay", shape=shape, compact="boundary")
+    whole = streamed(api, f"{LIST}/{cid}/replay", shape=shape, compact="none")
+    assert default == boundary
+    assert len(json.loads(whole)["messages"]) > len(json.loads(default)["messages"])
+    summary = json.dumps(json.loads(default)["messages"][0])
+    assert "continued from a previous conversation" in summary.lower() or "summary" in summary
+
+
+def test_the_markdown_projection_starts_at_the_last_boundary(api: ApiClient) -> None:
+    (cid,) = imported(api, FIXTURE)
+    default = streamed(api, f"{LIST}/{cid}/markdown").decode()
+    whole = streamed(api, f"{LIST}/{cid}/markdown", compact="none").decode()
+    assert default != whole
+    assert len(default) < len(whole)
+
+
+def test_the_dashboard_download_is_the_api_payload(api: ApiClient, operator_client) -> None:  # type: ignore[no-untyped-def]
+    (cid,) = imported(api, FIXTURE)
+    for params in ({}, {"compact": "none"}):
+        response = operator_client.get(f"/c/{cid}/replay.json", params)
+        assert response.status_code == 200
+        page = b"".join(response.streaming_content)
+        assert page == streamed(api, f"{LIST}/{cid}/replay", **params)
+
+
+def test_the_dashboard_markdown_is_the_api_export(api: ApiClient, operator_client) -> None:  # type: ignore[no-untyped-def]
+    (cid,) = imported(api, FIXTURE)
+    for params in ({}, {"compact": "none"}):
+        response = operator_client.get(f"/c/{cid}/export.md", params)
+        assert response.status_code == 200
+        page = b"".join(response.streaming_content)
+        assert page == streamed(api, f"{LIST}/{cid}/markdown", **params)
