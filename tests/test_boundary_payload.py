@@ -59,3 +59,25 @@ def test_the_dashboard_markdown_is_the_api_export(api: ApiClient, operator_clien
         assert response.status_code == 200
         page = b"".join(response.streaming_content)
         assert page == streamed(api, f"{LIST}/{cid}/markdown", **params)
+
+
+def test_the_record_pane_marks_the_messages_before_the_boundary_not_sent(
+    api: ApiClient,
+    operator_client,  # type: ignore[no-untyped-def]
+) -> None:
+    (cid,) = imported(api, FIXTURE)
+    html = operator_client.get(f"/c/{cid}/").content.decode()
+    marked = {
+        int(html[at : html.index('"', at)])
+        for at in (i + len('id="m-') for i in _starts(html, 'id="m-'))
+        if 'class="not-sent"' in html[at : html.find("</header>", at)]
+    }
+    assert marked == {0, 1, 2, 3, 4}
+
+
+def _starts(text: str, needle: str) -> list[int]:
+    found, at = [], text.find(needle)
+    while at >= 0:
+        found.append(at)
+        at = text.find(needle, at + 1)
+    return found
