@@ -81,3 +81,23 @@ def _starts(text: str, needle: str) -> list[int]:
         found.append(at)
         at = text.find(needle, at + 1)
     return found
+
+
+@pytest.mark.parametrize("shape", ["openai", "anthropic"])
+def test_the_streamed_answers_equal_the_whole_reads(api: ApiClient, shape: str) -> None:
+    import orjson
+
+    from conversations.core.compact import Policy
+    from conversations.core.options import ReplayOptions
+    from conversations.record import preview_counts, selectors
+    from conversations.record.models import Conversation
+
+    (cid,) = imported(api, FIXTURE)
+    conversation = Conversation.objects.get(id=cid)
+    options = ReplayOptions(True, shape)  # type: ignore[arg-type]
+    payload = preview_counts.compacted_payload(
+        conversation, options, Policy(name="boundary", keep=0)
+    )
+    assert streamed(api, f"{LIST}/{cid}/replay", shape=shape) == orjson.dumps(payload)
+    whole = selectors.markdown_export(conversation, vision=True, shape=shape, payload=payload)  # type: ignore[arg-type]
+    assert streamed(api, f"{LIST}/{cid}/markdown", shape=shape) == whole.encode()
