@@ -402,7 +402,7 @@ def test_an_otel_import_measures_the_next_request_at_the_spans_own_answer(
 
 
 def test_unrecorded_carries_across_a_boundary_with_no_measured_turn_after_it(
-    api: ApiClient,
+    api: ApiClient, operator_client: Any
 ) -> None:
     # The system prompt and tools survive a compaction: the last measured input (#4, 15,660
     # tokens) is mostly what the record never held, and the request after the boundary
@@ -415,6 +415,9 @@ def test_unrecorded_carries_across_a_boundary_with_no_measured_turn_after_it(
     after = sum(m["tokens"] for m in data["messages"] if m["seq"] >= 5)
     expected = data["overhead"] + after + before["unrecorded"]["tokens"]
     assert data["next_request"] == {"tokens": expected, "basis": "estimated", "measured_seq": None}
+    page = operator_client.get(f"/c/{cid}/").content.decode()
+    assert "estimated from the record alone" not in page
+    assert f"≈{before['unrecorded']['tokens']:,} unrecorded (inferred from usage at #4)" in page
 
 
 def test_upto_never_reads_a_later_message(api: ApiClient) -> None:
