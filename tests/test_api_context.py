@@ -208,7 +208,7 @@ def test_the_boundary_policy_starts_at_an_imported_claude_code_compaction(api):
     imported = api.post("/api/imports?format=claude-code", raw).json()
     record = api.get(f"/api/conversations/{imported['id']}").json()
     (boundary,) = record["metadata"]["compact_boundaries"]
-    full = api.get(f"/api/conversations/{imported['id']}/replay").json()["messages"]
+    full = api.get(f"/api/conversations/{imported['id']}/replay?compact=none").json()["messages"]
     after = api.get(f"/api/conversations/{imported['id']}/replay?compact=boundary").json()
     assert len(after["messages"]) == len(full) - boundary["seq"]
     assert after["messages"] == full[boundary["seq"] :]

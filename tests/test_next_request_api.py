@@ -125,7 +125,8 @@ def test_a_stored_compaction_is_listed_with_its_figures(api: ApiClient) -> None:
     # The request after the boundary holds what the model still receives, from #5 on.
     assert data["next_request"]["basis"] == "estimated"
     after = sum(m["tokens"] for m in data["messages"] if m["seq"] >= 5)
-    assert data["next_request"]["tokens"] == data["overhead"] + after
+    unrecorded = data["unrecorded"]["tokens"]  # carried across the boundary
+    assert data["next_request"]["tokens"] == data["overhead"] + after + unrecorded
     # As of a message before the boundary, there was no compaction yet.
     assert context(api, cid, upto=4)["compactions"] == []
     assert context(api, cid, upto=4)["next_request"]["measured_seq"] == 4
@@ -398,3 +399,39 @@ def test_an_otel_import_measures_the_next_request_at_the_spans_own_answer(
     }
     assert data["unrecorded"]["measured_seq"] == last["seq"]
     assert data["total"] + data["unrecorded"]["tokens"] == data["next_request"]["tokens"]
+
+
+def test_unrecorded_carries_across_a_boundary_with_no_measured_turn_after_it(
+    api: ApiClient, operator_client: Any
+) -> None:
+    # The system prompt and tools survive a compaction: the last measured input (#4, 15,660
+    # tokens) is mostly what the record never held, and the request after the boundary
+    # still carries it.
+    (cid,) = imported(api, Path(REAL) / "claude_code_compact_boundary.jsonl")
+    before = context(api, cid, upto=4)
+    data = context(api, cid)
+    assert before["unrecorded"]["tokens"] and before["unrecorded"]["tokens"] > 10_000
+    assert data["unrecorded"] == before["unrecorded"]
+    after = sum(m["tokens"] for m in data["messages"] if m["seq"] >= 5)
+    expected = data["overhead"] + after + before["unrecorded"]["tokens"]
+    assert data["next_request"] == {"tokens": expected, "basis": "estimated", "measured_seq": None}
+    page = operator_client.get(f"/c/{cid}/").content.decode()
+    assert "estimated from the record alone" not in page
+    assert f"≈{before['unrecorded']['tokens']:,} unrecorded (inferred from usage at #4)" in page
+
+
+def test_upto_never_reads_a_later_message(api: ApiClient) -> None:
+    # The same first messages, once alone and once with a measured turn after them.
+    usage = {"usage": {"input_tokens": 5_000, "output_tokens": 5}, "model": "gpt-4o"}
+    ids = []
+    for later in (False, True):
+        cid = api.post(LIST, {"title": "upto"}).json()["id"]
+        for text in ("hello " * 20, "more " * 30):
+            api.post(f"{LIST}/{cid}/messages", {"role": "user", "blocks": [b.text(text)]})
+        if later:
+            answer = {"role": "assistant", "blocks": [b.text("ok")], "metadata": usage}
+            api.post(f"{LIST}/{cid}/messages", answer)
+        ids.append(cid)
+    alone, followed = (context(api, cid, upto=1) for cid in ids)
+    assert followed["unrecorded"] == alone["unrecorded"] == {"tokens": None, "measured_seq": None}
+    assert followed["next_request"] == alone["next_request"]

@@ -27,7 +27,7 @@ from conversations.api.decorators import (
     validate,
 )
 from conversations.api.errors import ApiError, too_big
-from conversations.core import importers
+from conversations.core import compact, importers
 from conversations.core.compact import Policy
 from conversations.core.list_status import ListFilters
 from conversations.core.options import OptionError, ReplayOptions
@@ -107,6 +107,15 @@ def compact_policy(request: HttpRequest) -> Policy | None:
     """`?compact=POLICY&keep=…` as docs/contract.md §7 defines them; None without `compact`."""
     try:
         return Policy.from_query(request.GET)
+    except OptionError as exc:
+        raise ApiError(400, exc.message, field=exc.field) from None
+
+
+def payload_policy(request: HttpRequest, conversation: Conversation) -> Policy | None:
+    """The policy the payload is read under (docs/contract.md §7): `?compact=`, else the
+    last stored boundary's; `compact=none` gives the whole record."""
+    try:
+        return compact.payload_policy(request.GET, conversation.metadata)
     except OptionError as exc:
         raise ApiError(400, exc.message, field=exc.field) from None
 
@@ -308,7 +317,7 @@ def blocks(request: HttpRequest, conversation_id: str, seq: int) -> HttpResponse
 def replay_payload(request: HttpRequest, conversation_id: str) -> HttpResponseBase:
     found = _conversation(conversation_id)
     options = replay_options(request)
-    policy = compact_policy(request)
+    policy = payload_policy(request, found)
     # A policy's decisions are made over the whole record first (from the blocks it looks
     # at), then the compacted messages stream like the rest (docs/contract.md §7).
     result = preview_counts.payload_result(found, options, policy) if policy else None
@@ -324,9 +333,12 @@ def markdown_export(request: HttpRequest, conversation_id: str) -> HttpResponseB
     """The conversation as Markdown (record, then projection) for `?vision=&shape=`."""
     found = _conversation(conversation_id)
     options = replay_options(request)
+    policy = payload_policy(request, found)
+    result = preview_counts.payload_result(found, options, policy) if policy else None
     pieces = streams.markdown_pieces(
-        found, vision=options.vision, shape=options.shape, stop=found.message_count
-    )
+        found, vision=options.vision, shape=options.shape, stop=found.message_count,
+        result=result,
+    )  # fmt: skip
     return streams.StreamedResponse(pieces, content_type="text/markdown; charset=utf-8")
 
 

@@ -396,6 +396,16 @@ def _boundary(
     )
 
 
+def payload_policy(query: Mapping[str, str], metadata: object) -> Policy | None:
+    """The policy a payload is read under: `?compact=` when given, `none` for the whole
+    record, else the last stored boundary's when there is one (after a compaction the
+    request starts at the boundary, docs/contract.md §7)."""
+    policy = Policy.from_query(query)
+    if policy is None and "compact" not in query and boundary_seqs(metadata):
+        return Policy(name="boundary", keep=DEFAULT_KEEP["boundary"])
+    return policy
+
+
 def boundary_seqs(metadata: object) -> list[int]:
     """The seqs the stored compaction boundaries name, from conversation metadata."""
     if not isinstance(metadata, dict):

@@ -153,8 +153,9 @@ def unrecorded(figures: Sequence[MessageFigure], overhead: int) -> Unrecorded:
     """The first measured turn's input minus the estimate of everything before it
     (`overhead` + the messages before the turn started), never below zero.
 
-    `figures` are the messages after the last compaction boundary, to the end of the
-    record: a later measurement still tells what an earlier request held unrecorded.
+    `figures` are the messages after the last compaction boundary up to the message asked
+    about (never a later one); with no measured turn among them, the caller carries the
+    latest earlier stretch's across the boundary (docs/contract.md §7).
     """
     turns = measured_turns(figures)
     if not turns:
@@ -283,8 +284,8 @@ def next_request_of(
 
 
 def unrecorded_of(first: Turn | None, *, overhead: int, since: int) -> Unrecorded:
-    """`unrecorded` from running totals: the first measured turn after the last boundary,
-    and `since` the running estimate before that boundary."""
+    """`unrecorded` from running totals: the first measured turn of a stretch between
+    boundaries, and `since` the running estimate before that stretch began."""
     if first is None:
         return Unrecorded(None, None)
     return Unrecorded(max(0, first.input - (overhead + first.before - since)), first.last)

@@ -343,9 +343,16 @@ def replay_json(
     return orjson.dumps(replay_payload(conversation, vision=vision, shape=shape, stop=stop))
 
 
-def markdown_export(conversation: Conversation, *, vision: bool, shape: replay.Shape) -> str:
+def markdown_export(
+    conversation: Conversation,
+    *,
+    vision: bool,
+    shape: replay.Shape,
+    payload: replay.Payload | None = None,
+) -> str:
     """The conversation as Markdown: its record, then the projection `replay.project` gives
-    for these options (the same payload the replay serves)."""
+    for these options, or `payload` (a compacted one, docs/contract.md §7), as the replay
+    serves it."""
     rows = message_rows(conversation)
     stored = stored_messages(rows)
     notes = note_reads.all_notes(conversation.id)
@@ -361,7 +368,9 @@ def markdown_export(conversation: Conversation, *, vision: bool, shape: replay.S
     return markdown.conversation_markdown(
         title=conversation.title or str(conversation.id),
         record=record,
-        payload=replay.project(stored, vision=vision, shape=shape),
+        payload=payload
+        if payload is not None
+        else replay.project(stored, vision=vision, shape=shape),
         shape=shape,
         vision=vision,
     )

@@ -146,20 +146,30 @@ def replay_pieces(
 
 
 def markdown_pieces(
-    conversation: Conversation, *, vision: bool, shape: replay.Shape, stop: int
+    conversation: Conversation,
+    *,
+    vision: bool,
+    shape: replay.Shape,
+    stop: int,
+    result: policy_reads.PolicyResult | None = None,
 ) -> Iterator[bytes]:
     """The Markdown export of the messages before `stop` (`markdown.conversation_markdown`'s
     text in UTF-8), message by message; the record is read twice, once per half. The
-    anthropic `system` is held whole (its fence depends on all of it). If the conversation
-    is deleted meanwhile, the export ends saying so."""
+    anthropic `system` is held whole (its fence depends on all of it). With `result`, the
+    projection half is the compacted record's (the record half stays whole). If the
+    conversation is deleted meanwhile, the export ends saying so."""
+    start = result.kept_from if result is not None else 0
     try:
         system = None
         if shape == "anthropic":
-            texts = list(replay.system_texts(_stored(_system_rows(conversation, stop))))
+            rows = _system_rows(conversation, stop, start)
+            texts = list(replay.system_texts(_stored(rows, result)))
             system = "\n\n".join(texts) if texts else None
         record = _record_messages(conversation, stop)
         wire = replay.wire_messages(
-            _stored(message_rows(conversation, start=0, stop=stop)), vision=vision, shape=shape
+            _stored(message_rows(conversation, start=start, stop=stop), result),
+            vision=vision,
+            shape=shape,
         )
         for piece in markdown.markdown_pieces(
             title=conversation.title or str(conversation.id),

@@ -419,7 +419,7 @@ class Stored:
         kept_marks = [m for m in marks if cast(int, m["seq"]) <= self.last]
         kept = [cast(int, m["seq"]) for m in kept_marks]
         boundary = kept[-1] if kept else None
-        befores = self.before_seqs(kept + ([boundary] if boundary is not None else []))
+        befores = self.before_seqs(kept)
         since = befores[boundary] if boundary is not None else 0
         through = self.running(self.last, self.through_default)
         start = boundary or 0
@@ -438,14 +438,18 @@ class Stored:
             rows = self.measured_rows(start, self.last, FIRST_TURN_ROWS)
             first = next(iter(nr.turns_of(rows)), None)
             basis = turns[-1] if turns else None
-        # A later measurement still tells what the request lacks (only a count as of an
-        # earlier message, `upto`, has later ones).
-        if first is None and self.last < self.conversation.message_count - 1:
-            later = self.measured_rows(
-                boundary or 0, self.conversation.message_count, FIRST_TURN_ROWS
-            )
-            first = next(iter(nr.turns_of(later)), None)
-        unrecorded = nr.unrecorded_of(first, overhead=overhead, since=since)
+        # Unrecorded carries across a boundary (a system prompt and tool definitions survive
+        # a compaction): with no measured turn after the last one, the latest stretch
+        # between boundaries that has one tells it. Nothing after `last` is read.
+        unrecorded_since = since
+        starts = [0, *kept]
+        stretches = list(zip(starts, kept, strict=False))
+        while first is None and stretches:
+            low, high = stretches.pop()
+            rows = self.measured_rows(low, high - 1, FIRST_TURN_ROWS)
+            first = next(iter(nr.turns_of(rows)), None)
+            unrecorded_since = befores[low] if low else 0
+        unrecorded = nr.unrecorded_of(first, overhead=overhead, since=unrecorded_since)
         headline = Headline(
             self.upto,
             boundary,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, assert_never, cast
 
 from django.urls import reverse
 
-from conversations.core import blocks, preview, replay
+from conversations.core import blocks, compact, preview, replay
 from conversations.core import next_request as nr
 from conversations.dashboard.presenters.links import (
     block_text_url,
@@ -142,6 +142,7 @@ class MessageView:
     source_time_text: str = ""  # … or as stored, when it is not an ISO 8601 time
     boundary: str = ""  # a compaction boundary before this message, described
     compaction: CompactionView | None = None  # … with the figures around it
+    not_sent: bool = False  # before the last stored boundary: the next request leaves it out
     tokens: TokensView | None = None
     block_count: int = 0  # stored blocks: the message's live position
     hidden_blocks: int = 0  # stored blocks past the ones shown
@@ -344,6 +345,8 @@ def _message_views(
     views = []
     spent: list[int] = []
     marks = f"\ue000{secrets.token_hex(8)}:"
+    # After a compaction the request starts at the last boundary (docs/contract.md §7).
+    sent_from = max(compact.boundary_seqs(conversation.metadata), default=0)
     for row in rows:
         record = Budget(side_bytes)
         block_views = record_blocks(conversation.id, row, record)
@@ -393,6 +396,7 @@ def _message_views(
                 source_time_text=stamp_text,
                 boundary=boundary(row.metadata),
                 compaction=(compactions or {}).get(row.seq),
+                not_sent=row.seq < sent_from,
                 tokens=margin_view,
                 folded=text is not None and folds(text),
                 block_count=row.block_count,

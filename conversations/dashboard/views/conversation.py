@@ -22,8 +22,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url
 
-from conversations.core import page_windows, replay
-from conversations.core.compact import Policy
+from conversations.core import compact, page_windows, replay
 from conversations.core.context_windows import MAX_WINDOW
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.dashboard import presenters
@@ -376,11 +375,11 @@ def message_projection_response(
 def replay_download(
     request: HttpRequest, conversation_id: str, *, vision: bool, shape: replay.Shape
 ) -> HttpResponseBase:
-    """The same bytes as GET /api/conversations/ID/replay (with `?compact=` too), for a
-    signed-in operator."""
+    """The same bytes as GET /api/conversations/ID/replay (from the last stored boundary, or
+    `?compact=`), for a signed-in operator."""
     conversation = conversation_or_404(conversation_id)
     try:
-        policy = Policy.from_query(request.GET)
+        policy = compact.payload_policy(request.GET, conversation.metadata)
     except OptionError as exc:
         return bad_request(request, exc.message)
     result = None
@@ -404,8 +403,15 @@ def markdown_download(
 ) -> HttpResponseBase:
     """The same Markdown as GET /api/conversations/ID/markdown, as a file to save."""
     conversation = conversation_or_404(conversation_id)
+    try:
+        policy = compact.payload_policy(request.GET, conversation.metadata)
+    except OptionError as exc:
+        return bad_request(request, exc.message)
+    result = None
+    if policy is not None:
+        result = preview_counts.payload_result(conversation, ReplayOptions(vision, shape), policy)
     pieces = streams.markdown_pieces(
-        conversation, vision=vision, shape=shape, stop=conversation.message_count
+        conversation, vision=vision, shape=shape, stop=conversation.message_count, result=result
     )
     response = streams.StreamedResponse(pieces, content_type="text/markdown; charset=utf-8")
     name = f"conversation-{conversation.id}-{shape}-vision-{'on' if vision else 'off'}.md"
