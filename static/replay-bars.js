@@ -22,6 +22,9 @@ function fit() {
   root.classList.toggle("head-unstuck", head !== null && height(head) > window.innerHeight * TALLEST);
   const toolbar = document.querySelector(".find-nav");
   root.style.setProperty("--bar-top", (positioned(head, "sticky") ? height(head) : 0) + "px");
+  // The next-request line sticks below the header: focus clears it too.
+  const summary = document.getElementById("next-summary");
+  root.style.setProperty("--bar-summary", (summary !== null ? height(summary) : 0) + "px");
   root.style.setProperty("--bar-bottom", (positioned(toolbar, "fixed") ? height(toolbar) : 0) + "px");
 }
 
@@ -31,7 +34,7 @@ const sizes = new ResizeObserver(fit);
 
 function watch() {
   sizes.disconnect();
-  for (const bar of document.querySelectorAll(".conv-head, .find-nav")) { sizes.observe(bar); }
+  for (const bar of document.querySelectorAll(".conv-head, .find-nav, #next-summary")) { sizes.observe(bar); }
   fit();
 }
 

@@ -331,7 +331,7 @@ function applyAlerts(node) {
 }
 
 function applyTotals(node) {
-  // #totals and #pressure: swapped in only when they count more than the page shows.
+  // #totals, #pressure and #next-summary: swapped in only when they count more than the page shows.
   var totals = document.getElementById(node.id);
   if (!totals) { return; }
   var newer = parseInt(node.getAttribute("data-messages"), 10) >
@@ -413,7 +413,7 @@ document.addEventListener("htmx:wsBeforeMessage", function (event) {
       if (applied && (first === null || seqOf(node) < first)) { first = seqOf(node); }
     } else if (node.classList.contains("notes")) {
       applyNotes(node);
-    } else if (node.id === "totals" || node.id === "pressure") {
+    } else if (node.id === "totals" || node.id === "pressure" || node.id === "next-summary") {
       applyTotals(node);
     } else if (node.classList.contains("row")) {
       applyRow(node);

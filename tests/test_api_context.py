@@ -212,3 +212,27 @@ def test_the_boundary_policy_starts_at_an_imported_claude_code_compaction(api):
     after = api.get(f"/api/conversations/{imported['id']}/replay?compact=boundary").json()
     assert len(after["messages"]) == len(full) - boundary["seq"]
     assert after["messages"] == full[boundary["seq"] :]
+
+
+def test_counts_of_a_claude_code_import_default_to_the_anthropic_shape(api):
+    """A Claude Code session's images are counted by Anthropic's formula unless `?shape=` says
+    otherwise; the replay itself keeps the openai default (docs/contract.md §3, §7)."""
+    from tests.realdata import REAL
+
+    raw = (REAL / "large/claude_code_screenshot_tool_result_image.jsonl").read_bytes()
+    cid = api.post("/api/imports?format=claude-code", raw).json()["id"]
+    counted = context(api, cid)
+    assert (counted["shape"], counted["shape_source"]) == ("anthropic", "source")
+    anthropic = context(api, cid, shape="anthropic")
+    assert anthropic["shape_source"] == "query"
+    assert counted["by_kind"]["image"] == anthropic["by_kind"]["image"] > 1000
+    openai = context(api, cid, shape="openai")
+    assert (openai["shape"], openai["shape_source"]) == ("openai", "query")
+    assert openai["by_kind"]["image"] < counted["by_kind"]["image"]
+    replayed = api.get(f"{LIST}/{cid}/replay").json()
+    assert replayed == api.get(f"{LIST}/{cid}/replay", shape="openai").json()
+
+
+def test_counts_of_a_conversation_without_a_source_stay_openai(api, agent):
+    data = context(api, agent)
+    assert (data["shape"], data["shape_source"]) == ("openai", "default")

@@ -5,6 +5,7 @@ would (tests/fixtures/real, sources and licences in its SOURCES.md) and on hand-
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from pathlib import Path
 from typing import Any
@@ -279,6 +280,9 @@ def test_the_page_sets_a_conversation_s_window_for_those_who_may_change_it(
     assert (data["window"], data["window_source"]) == (64_000, "conversation")
     html = client.get(page).content.decode()
     assert 'value="64000"' in html and "window 64,000 — set on this conversation" in html
+    # The field has a real label (docs/guide/context-pressure.md), not one it sits inside.
+    assert '<label for="context-window">Window</label>' in html
+    assert re.search(r'<input id="context-window" name="context_window"', html)
     refused = client.post(f"/c/{cid}/window", {"context_window": "<b hx-get=/x>1</b>"})
     assert refused.status_code == 400 and b"hx-get" not in refused.content
     assert client.post(f"/c/{cid}/window", {"context_window": ""}).status_code == 302

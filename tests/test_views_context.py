@@ -169,3 +169,23 @@ def test_a_conversation_without_a_boundary_names_none(api, operator_client) -> N
     html = operator_client.get(f"/c/{cid}/").content.decode()
     assert "estimated from the record alone (no measured usage)" in html
     assert "boundary" not in html.split('id="pressure"', 1)[1].split("</section>", 1)[0]
+
+
+def test_the_page_counts_a_claude_code_import_in_the_anthropic_shape(api, operator_client):
+    """Without `?shape=`, the page's headline and bar follow the source as the context API
+    does, and say so; an explicit `?shape=` wins (docs/contract.md §7)."""
+    from tests.realdata import REAL
+
+    raw = (REAL / "large/claude_code_screenshot_tool_result_image.jsonl").read_bytes()
+    cid = api.post("/api/imports?format=claude-code", raw).json()["id"]
+    for query in ({}, {"shape": "openai"}):
+        html = operator_client.get(f"/c/{cid}/", query).content.decode()
+        data = context(api, cid, **query)
+        assert numbers(html, r'id="pressure"[^>]*data-total="(\d+)"') == [data["total"]]
+        assert numbers(html, r'id="pressure"[^>]*data-next="(\d+)"') == [
+            data["next_request"]["tokens"]
+        ]
+        assert f'data-shape="{data["shape"]}"' in html
+        assert f'data-shape-source="{data["shape_source"]}"' in html
+    assert data["shape"] == "openai"
+    assert context(api, cid)["shape"] == "anthropic"

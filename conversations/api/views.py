@@ -395,20 +395,24 @@ def import_answer(request: HttpRequest, outcome: services.ImportOutcome) -> dict
 def context(request: HttpRequest, conversation_id: str) -> HttpResponse:
     """Token counts of the replay (docs/contract.md §7), after `?compact=` when given."""
     found = _conversation(conversation_id)
-    options = replay_options(request)
+    try:
+        options, shape_source = ReplayOptions.for_counts(request.GET, metadata=found.metadata)
+    except OptionError as exc:
+        raise ApiError(400, exc.message, field=exc.field) from None
     policy = compact_policy(request)
     query = {k: request.GET[k] for k in token_counts.VIEW_KEYS if k in request.GET}
     try:
         if policy is None:
+            pressure = token_counts.pressure(found, options, query=query)
             return json_response(
-                preview_counts.context_data(
-                    found, token_counts.pressure(found, options, query=query)
-                )
+                preview_counts.context_data(found, pressure, shape_source=shape_source)
             )
         preview = preview_counts.preview(found, options, policy, query=query)
     except OptionError as exc:
         raise ApiError(400, exc.message, field=exc.field) from None
-    return json_response(preview_counts.context_data(found, preview.after, preview))
+    return json_response(
+        preview_counts.context_data(found, preview.after, preview, shape_source=shape_source)
+    )
 
 
 def _sharing() -> None:

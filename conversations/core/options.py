@@ -8,9 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, Literal
 from urllib.parse import urlencode
 
 from conversations.core.replay import SHAPES, Shape
+
+# Recordings of Anthropic's API: their images cost what Anthropic's formula says.
+ANTHROPIC_FORMATS = frozenset({"anthropic", "claude-code"})
+
+ShapeSource = Literal["query", "source", "default"]
 
 TRUE = {"1", "true"}
 FALSE = {"0", "false"}
@@ -58,3 +64,18 @@ class ReplayOptions:
 
     def urlencode(self) -> str:
         return urlencode(self.query())
+
+    @classmethod
+    def for_counts(
+        cls, query: Mapping[str, str], *, metadata: Mapping[str, Any]
+    ) -> tuple[ReplayOptions, ShapeSource]:
+        """docs/contract.md §7: the counts' shape is `?shape=` when given, else anthropic for
+        a conversation recorded from Anthropic's API (its import format), else openai."""
+        options = cls.from_query(query)
+        if "shape" in query:
+            return options, "query"
+        imported = metadata.get("import")
+        format = imported.get("format") if isinstance(imported, Mapping) else None
+        if format in ANTHROPIC_FORMATS:
+            return cls(vision=options.vision, shape="anthropic"), "source"
+        return options, "default"

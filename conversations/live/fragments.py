@@ -128,9 +128,11 @@ def _tail(total_messages: int, total_blocks: int, pressure: token_counts.Pressur
     if found is not None and found[0] is pressure and found[1:3] == (total_messages, total_blocks):
         return found[3]
     totals = {"total_messages": total_messages, "total_blocks": total_blocks}
-    html = render_to_string("conversations/detail.html#totals", totals) + render_to_string(
-        "conversations/detail.html#pressure",
-        {"pressure": presenters.pressure_view(pressure, total_blocks)},
+    shown = {"pressure": presenters.pressure_view(pressure, total_blocks)}
+    html = (
+        render_to_string("conversations/detail.html#totals", totals)
+        + render_to_string("conversations/detail.html#pressure", shown)
+        + render_to_string("conversations/detail.html#next_summary", shown)
     )
     _tails.put(id(pressure), (pressure, total_messages, total_blocks, html))
     return html

@@ -20,7 +20,7 @@ from conversations.core import compact, replay, stored_counts, tokens
 from conversations.core import next_request as nr
 from conversations.core.blocks import BlockKind, Role, kind_of
 from conversations.core.compact import Compacted, Policy
-from conversations.core.options import ReplayOptions
+from conversations.core.options import ReplayOptions, ShapeSource
 from conversations.core.stored_counts import StoredFacts
 from conversations.record import policy_reads, selectors
 from conversations.record.models import Block, Conversation, Message
@@ -367,7 +367,11 @@ def _last_seq(p: Pressure) -> int | None:
 
 
 def context_data(
-    conversation: Conversation, p: Pressure, preview: Preview | None = None
+    conversation: Conversation,
+    p: Pressure,
+    preview: Preview | None = None,
+    *,
+    shape_source: ShapeSource = "default",
 ) -> dict[str, Any]:
     """GET /api/conversations/ID/context (docs/contract.md §7): counts by message and kind, the
     total (messages + `overhead`), the window and where the compaction trigger is reached."""
@@ -375,6 +379,7 @@ def context_data(
         "tokenizer": tokens.TOKENIZER,
         "estimated": True,
         "shape": p.options.shape,
+        "shape_source": shape_source,
         "vision": p.options.vision,
         "model": p.window.model or None,
         "window": p.window.tokens,

@@ -128,6 +128,7 @@ class PressureView:
     measured: str
     total_messages: int
     total_blocks: int
+    shape: str  # the shape the figures are counted in
 
     @property
     def total_label(self) -> str:
@@ -213,6 +214,7 @@ def pressure_view(p: Pressure, total_blocks: int) -> PressureView:
         else "unknown (no model named)"
     )
     return PressureView(
+        shape=p.options.shape,
         next_tokens=head.next.tokens,
         next_basis=head.next.basis,
         next_note=next_note(p),

@@ -24,7 +24,7 @@ from django_htmx.http import push_url
 
 from conversations.core import compact, page_windows, replay
 from conversations.core.context_windows import MAX_WINDOW
-from conversations.core.options import OptionError, ReplayOptions
+from conversations.core.options import OptionError, ReplayOptions, ShapeSource
 from conversations.dashboard import presenters
 from conversations.dashboard.views.alerts import alerts_context
 from conversations.dashboard.views.common import (
@@ -62,7 +62,11 @@ def conversation_detail(
     request: HtmxHttpRequest, conversation_id: str, *, vision: bool, shape: replay.Shape
 ) -> HttpResponse:
     conversation = conversation_or_404(conversation_id)
-    narrow: Narrow = unchanged
+    # The page counts (and shows) the shape its source was recorded in unless the query
+    # names one (docs/contract.md §7); its links and socket then carry that shape.
+    counted, shape_source = ReplayOptions.for_counts(request.GET, metadata=conversation.metadata)
+    shape = counted.shape
+    narrow: Narrow = functools.partial(_with_shape_source, shape_source)
     if may_share(request):
         narrow = functools.partial(with_shares, conversation)
     if request.user.has_perm(CHANGE_PERMISSION):
@@ -72,6 +76,11 @@ def conversation_detail(
 
 
 CHANGE_PERMISSION = "conversations.change_conversation"
+
+
+def _with_shape_source(source: ShapeSource, context: dict[str, Any]) -> dict[str, Any]:
+    """Where the counts' shape came from: the query, the source, or the default."""
+    return context | {"shape_source": source}
 
 
 def _with_window_form(narrow: Narrow, conversation: Conversation) -> Narrow:
