@@ -47,10 +47,16 @@ TOTALS = re.compile(
     r'<p class="totals" id="totals" data-messages="(?P<messages>\d+)" '
     r'data-blocks="(?P<blocks>\d+)">[^<]*</p>'
 )
-# The pressure view (issue 10) rides in every frame, counted like the totals.
+# The pressure view and the sticky next-request summary ride in every frame, counted like
+# the totals.
 PRESSURE = re.compile(
     r'<section id="pressure" class="pressure" data-messages="(?P<messages>\d+)" '
     r'data-blocks="(?P<blocks>\d+)".*?</section>',
+    re.DOTALL,
+)
+SUMMARY = re.compile(
+    r'<p id="next-summary" class="next-summary" data-messages="(?P<messages>\d+)" '
+    r'data-blocks="(?P<blocks>\d+)".*?</p>',
     re.DOTALL,
 )
 WAIT = 15.0  # seconds any single expectation may take before the test fails
@@ -82,7 +88,8 @@ def totals_of(html: str) -> tuple[int, int, str] | None:
 
 
 def parse_frame(frame: str) -> tuple[list[Article], tuple[int, int, str] | None]:
-    """A frame is message articles, the totals and the pressure view, and nothing else."""
+    """A frame is message articles, the totals, the pressure view and the next-request
+    summary, and nothing else."""
     articles = articles_of(frame)
     totals = totals_of(frame)
     pressure = max(
@@ -90,11 +97,18 @@ def parse_frame(frame: str) -> tuple[list[Article], tuple[int, int, str] | None]
         key=lambda m: (int(m["messages"]), int(m["blocks"])),
         default=None,
     )
-    rest = PRESSURE.sub("", TOTALS.sub("", ARTICLE.sub("", frame)))
+    summary = max(
+        SUMMARY.finditer(frame),
+        key=lambda m: (int(m["messages"]), int(m["blocks"])),
+        default=None,
+    )
+    rest = SUMMARY.sub("", PRESSURE.sub("", TOTALS.sub("", ARTICLE.sub("", frame))))
     assert rest.strip() == "", f"unexpected content in a frame: {rest[:300]!r}"
     assert totals is not None, f"a frame without totals: {frame[:300]!r}"
     assert pressure is not None, f"a frame without the pressure view: {frame[:300]!r}"
     assert (pressure["messages"], pressure["blocks"]) == (str(totals[0]), str(totals[1]))
+    assert summary is not None, f"a frame without the next-request summary: {frame[:300]!r}"
+    assert (summary["messages"], summary["blocks"]) == (str(totals[0]), str(totals[1]))
     return articles, totals
 
 

@@ -107,8 +107,10 @@ def test_no_page_scrolls_sideways_at_320_px(page, transactional_db):
 
 STICKY = """() => {
   const head = document.querySelector(".conv-head");
+  const summary = document.getElementById("next-summary");
   return [getComputedStyle(head).position, Math.ceil(head.getBoundingClientRect().height),
-    getComputedStyle(document.documentElement).scrollPaddingTop];
+    getComputedStyle(document.documentElement).scrollPaddingTop,
+    summary === null ? 0 : Math.ceil(summary.getBoundingClientRect().height)];
 }"""
 
 
@@ -117,18 +119,22 @@ def test_the_header_sticks_only_where_it_leaves_room_and_pads_the_scroll(operato
     c = conversation("Config hunt", [("user", [{"type": "text", "text": "Why?"}])] * 3)
     page.set_viewport_size({"width": 1440, "height": 900})
     page.goto(f"/c/{c.id}/")
-    position, height, padding = page.evaluate(STICKY)
-    assert position == "sticky" and height < 300
-    assert padding == f"{height + 8}px"  # the header's height and a margin for the focus ring
+    position, height, padding, summary = page.evaluate(STICKY)
+    assert position == "sticky" and height < 300 and 0 < summary < 100
+    # The header's height, the sticky next-request line's below it, and a margin for the
+    # focus ring.
+    assert padding == f"{height + summary + 8}px"
     for short in [{"width": 720, "height": 450}, {"width": 1440, "height": 480}]:
         page.set_viewport_size(short)
         expect(page.locator(".conv-head")).to_have_css("position", "static")
         page.wait_for_function(
-            "getComputedStyle(document.documentElement).scrollPaddingTop == '8px'"
+            "getComputedStyle(document.documentElement).scrollPaddingTop == "
+            "`${Math.ceil(document.getElementById('next-summary')"
+            ".getBoundingClientRect().height) + 8}px`"
         )
     # A header taller than a third of the window (a long title, wrapped) scrolls away.
     tall = every_kind()
     page.set_viewport_size({"width": 1024, "height": 768})
     page.goto(f"/c/{tall.id}/")
-    position, height, padding = page.evaluate(STICKY)
-    assert height > 768 / 3 and (position, padding) == ("static", "8px")
+    position, height, padding, summary = page.evaluate(STICKY)
+    assert height > 768 / 3 and (position, padding) == ("static", f"{summary + 8}px")
