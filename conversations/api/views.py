@@ -320,7 +320,7 @@ def replay_payload(request: HttpRequest, conversation_id: str) -> HttpResponseBa
     policy = payload_policy(request, found)
     # A policy's decisions are made over the whole record first (from the blocks it looks
     # at), then the compacted messages stream like the rest (docs/contract.md §7).
-    result = preview_counts.payload_result(found, options, policy) if policy else None
+    result = preview_counts.payload_result(found, options, policy)
     pieces = streams.replay_pieces(
         found, vision=options.vision, shape=options.shape, stop=found.message_count,
         result=result,
@@ -334,7 +334,7 @@ def markdown_export(request: HttpRequest, conversation_id: str) -> HttpResponseB
     found = _conversation(conversation_id)
     options = replay_options(request)
     policy = payload_policy(request, found)
-    result = preview_counts.payload_result(found, options, policy) if policy else None
+    result = preview_counts.payload_result(found, options, policy)
     pieces = streams.markdown_pieces(
         found, vision=options.vision, shape=options.shape, stop=found.message_count,
         result=result,

@@ -242,11 +242,13 @@ def _largest(
 
 
 def payload_result(
-    conversation: Conversation, options: ReplayOptions, policy: Policy
-) -> policy_reads.PolicyResult:
-    """What `policy` does to the whole record, for its payload (`streams.replay_pieces`):
-    clear_tool_uses's trigger reads the uncompacted request's tokens from the stored
-    figures, as `compacted_payload` does."""
+    conversation: Conversation, options: ReplayOptions, policy: Policy | None
+) -> policy_reads.PolicyResult | None:
+    """What `policy` does to the whole record, for its payload (`streams.replay_pieces`;
+    None without a policy: the whole record): clear_tool_uses's trigger reads the
+    uncompacted request's tokens from the stored figures, as `compacted_payload` does."""
+    if policy is None:
+        return None
     input_tokens = 0
     if policy.name == "clear_tool_uses":
         input_tokens = pressure(conversation, options, policy=policy).total

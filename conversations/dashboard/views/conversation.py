@@ -391,9 +391,7 @@ def replay_download(
         policy = compact.payload_policy(request.GET, conversation.metadata)
     except OptionError as exc:
         return bad_request(request, exc.message)
-    result = None
-    if policy is not None:
-        result = preview_counts.payload_result(conversation, ReplayOptions(vision, shape), policy)
+    result = preview_counts.payload_result(conversation, ReplayOptions(vision, shape), policy)
     pieces = streams.replay_pieces(
         conversation, vision=vision, shape=shape, stop=conversation.message_count, result=result
     )
@@ -416,9 +414,7 @@ def markdown_download(
         policy = compact.payload_policy(request.GET, conversation.metadata)
     except OptionError as exc:
         return bad_request(request, exc.message)
-    result = None
-    if policy is not None:
-        result = preview_counts.payload_result(conversation, ReplayOptions(vision, shape), policy)
+    result = preview_counts.payload_result(conversation, ReplayOptions(vision, shape), policy)
     pieces = streams.markdown_pieces(
         conversation, vision=vision, shape=shape, stop=conversation.message_count, result=result
     )
