@@ -14,9 +14,20 @@ from pathlib import Path
 
 # Commands that create the database, or never open it.
 WITHOUT_DATA = frozenset(
-    {"migrate", "check", "collectstatic", "makemigrations", "help", "version",
-     "showmigrations", "sqlmigrate", "diffsettings", "test", "shell"}
-)  # fmt: skip
+    {
+        "migrate",
+        "check",
+        "collectstatic",
+        "makemigrations",
+        "help",
+        "version",
+        "showmigrations",
+        "sqlmigrate",
+        "diffsettings",
+        "test",
+        "shell",
+    }
+)
 
 
 def refusal(argv: list[str]) -> str | None:

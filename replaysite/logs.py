@@ -216,9 +216,15 @@ def route_access_log() -> None:
     logger = logging.getLogger("daphne.access")
 
     def write_entry(
-        self: Any, host: Any, date: Any, request: Any, status: Any = None, length: Any = None,
-        ident: Any = None, user: Any = None,
-    ) -> None:  # fmt: skip
+        self: Any,
+        host: Any,
+        date: Any,
+        request: Any,
+        status: Any = None,
+        length: Any = None,
+        ident: Any = None,
+        user: Any = None,
+    ) -> None:
         logger.info('%s "%s" %s %s', host, request, status or "-", length or "-")
 
     write_entry.routed = True  # type: ignore[attr-defined]

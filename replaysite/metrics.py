@@ -49,13 +49,22 @@ class PoolCollector(Collector):
         ):
             yield GaugeMetricFamily(name, text, value=stats.get(key, 0))
         for name, value, text in (
-            ("replay_db_pool_waits", stats.get("requests_queued", 0),
-             "Requests that had to wait for a connection."),
-            ("replay_db_pool_wait_seconds", stats.get("requests_wait_ms", 0) / 1000,
-             "Time requests spent waiting for a connection."),
-            ("replay_db_pool_timeouts", stats.get("requests_errors", 0),
-             "Requests that got no connection within the pool's timeout."),
-        ):  # fmt: skip
+            (
+                "replay_db_pool_waits",
+                stats.get("requests_queued", 0),
+                "Requests that had to wait for a connection.",
+            ),
+            (
+                "replay_db_pool_wait_seconds",
+                stats.get("requests_wait_ms", 0) / 1000,
+                "Time requests spent waiting for a connection.",
+            ),
+            (
+                "replay_db_pool_timeouts",
+                stats.get("requests_errors", 0),
+                "Requests that got no connection within the pool's timeout.",
+            ),
+        ):
             yield CounterMetricFamily(name, text, value=value)
 
 

@@ -219,9 +219,10 @@ def _whole_number(request: HttpRequest, name: str, low: int, high: int) -> int |
         return None
     if not re.fullmatch(r"[0-9]{1,10}", value) or not low <= int(value) <= high:
         raise ApiError(
-            400, f"{name} must be a whole number from {low:,} to {high:,}, not {value[:40]!r}.",
+            400,
+            f"{name} must be a whole number from {low:,} to {high:,}, not {value[:40]!r}.",
             field=name,
-        )  # fmt: skip
+        )
     return int(value)
 
 
@@ -322,9 +323,12 @@ def replay_payload(request: HttpRequest, conversation_id: str) -> HttpResponseBa
     # at), then the compacted messages stream like the rest (docs/contract.md §7).
     result = preview_counts.payload_result(found, options, policy)
     pieces = streams.replay_pieces(
-        found, vision=options.vision, shape=options.shape, stop=found.message_count,
+        found,
+        vision=options.vision,
+        shape=options.shape,
+        stop=found.message_count,
         result=result,
-    )  # fmt: skip
+    )
     return streams.StreamedResponse(pieces, content_type="application/json")
 
 
@@ -336,9 +340,12 @@ def markdown_export(request: HttpRequest, conversation_id: str) -> HttpResponseB
     policy = payload_policy(request, found)
     result = preview_counts.payload_result(found, options, policy)
     pieces = streams.markdown_pieces(
-        found, vision=options.vision, shape=options.shape, stop=found.message_count,
+        found,
+        vision=options.vision,
+        shape=options.shape,
+        stop=found.message_count,
         result=result,
-    )  # fmt: skip
+    )
     return streams.StreamedResponse(pieces, content_type="text/markdown; charset=utf-8")
 
 

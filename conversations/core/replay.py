@@ -28,12 +28,33 @@ from conversations.core.blocks import (
 )
 
 __all__ = [
-    "BLOCK_TYPES", "IMAGE_MEDIA_TYPES", "ROLES", "SHAPES", "Block", "ImageBlock", "JSONObject",
-    "JSONValue", "Payload", "ReasoningBlock", "Role", "Shape", "StoredMessage", "TextBlock",
-    "ToolResultBlock", "ToolUseBlock", "WireMessage", "content", "image_marker", "project",
-    "project_message", "prose", "system_texts", "text_content", "tool_input_json",
+    "BLOCK_TYPES",
+    "IMAGE_MEDIA_TYPES",
+    "ROLES",
+    "SHAPES",
+    "Block",
+    "ImageBlock",
+    "JSONObject",
+    "JSONValue",
+    "Payload",
+    "ReasoningBlock",
+    "Role",
+    "Shape",
+    "StoredMessage",
+    "TextBlock",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "WireMessage",
+    "content",
+    "image_marker",
+    "project",
+    "project_message",
+    "prose",
+    "system_texts",
+    "text_content",
+    "tool_input_json",
     "wire_messages",
-]  # fmt: skip
+]
 
 Shape = Literal["openai", "anthropic"]
 SHAPES: tuple[Shape, ...] = ("openai", "anthropic")

@@ -22,8 +22,11 @@ from conversations.core.replay import Shape
 
 DEFAULT: tuple[bool, Shape] = (True, "openai")
 TOGGLES: tuple[tuple[bool, Shape], ...] = (
-    (True, "openai"), (False, "openai"), (True, "anthropic"), (False, "anthropic"),
-)  # fmt: skip
+    (True, "openai"),
+    (False, "openai"),
+    (True, "anthropic"),
+    (False, "anthropic"),
+)
 
 
 def toggle_key(vision: bool, shape: Shape) -> str:

@@ -56,8 +56,13 @@ O200K_SPECIAL = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
 
 CountKind = Literal["system", "text", "tool_use", "tool_result", "reasoning", "image"]
 COUNT_KINDS: tuple[CountKind, ...] = (
-    "system", "text", "tool_use", "tool_result", "reasoning", "image",
-)  # fmt: skip
+    "system",
+    "text",
+    "tool_use",
+    "tool_result",
+    "reasoning",
+    "image",
+)
 KIND_LABELS: dict[CountKind, str] = {
     "system": "System",
     "text": "Text",
@@ -348,9 +353,11 @@ def message_count(
     counts when the caller has them cached; blocks the projection leaves out (blank text
     runs) count 0, as in rule 6 and 7 of docs/contract.md §2."""
     blocks = message.blocks
-    own = list(counts) if counts is not None else [
-        block_tokens(b, vision=vision, shape=shape) for b in blocks
-    ]  # fmt: skip
+    own = (
+        list(counts)
+        if counts is not None
+        else [block_tokens(b, vision=vision, shape=shape) for b in blocks]
+    )
     facts = [BlockFacts(kind_of(b), blank(b)) for b in blocks]
     return count_of_facts(message.role, facts, own, vision=vision, shape=shape)
 
@@ -480,8 +487,10 @@ def usage_of(metadata: object) -> Usage | None:
 
     prompt = number("prompt_tokens")
     if prompt is None:
-        parts = [number(k) for k in ("input_tokens", "cache_read_input_tokens",
-                                     "cache_creation_input_tokens")]  # fmt: skip
+        parts = [
+            number(k)
+            for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        ]
         prompt = sum(p for p in parts if p is not None) if parts[0] is not None else None
     output = number("completion_tokens")
     if output is None:

@@ -68,9 +68,11 @@ def _encoding() -> tiktoken.Encoding:
         for token, rank in (line.split() for line in data.splitlines() if line)
     }
     return tiktoken.Encoding(
-        name="o200k_base", pat_str=O200K_PATTERN, mergeable_ranks=ranks,
+        name="o200k_base",
+        pat_str=O200K_PATTERN,
+        mergeable_ranks=ranks,
         special_tokens=O200K_SPECIAL,
-    )  # fmt: skip
+    )
 
 
 def _count_text(text: str) -> int:
@@ -233,8 +235,10 @@ def _usage_input(metadata: dict[str, Any]) -> int | None:
         return None
     prompt = whole(usage.get("prompt_tokens"))
     if prompt is None:
-        parts = [whole(usage.get(k)) for k in ("input_tokens", "cache_read_input_tokens",
-                                               "cache_creation_input_tokens")]  # fmt: skip
+        parts = [
+            whole(usage.get(k))
+            for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        ]
         prompt = sum(p for p in parts if p is not None) if parts[0] is not None else None
     return prompt
 
@@ -309,10 +313,9 @@ def _walk(apps: Any, pk: Any) -> None:
                 before, run = _fill(m, facts[m.pk], before, run, turns)
             message.objects.bulk_update(
                 batch,
-                ["tokens", "cumulative", "counts", "varies", "heaviest", "measured",
-                 "turn_start"],
+                ["tokens", "cumulative", "counts", "varies", "heaviest", "measured", "turn_start"],
                 batch_size=BATCH,
-            )  # fmt: skip
+            )
             seq = batch[-1].seq + 1
 
 

@@ -206,8 +206,13 @@ class MessageAdmin(ReadOnlyMixin, ReplayAdmin[Message]):
     )
     show_full_result_count = False  # counting every message would read them all
     fields = readonly_fields = (
-        "conversation", "seq", "role", "block_count", "created_at", "projection",
-    )  # fmt: skip
+        "conversation",
+        "seq",
+        "role",
+        "block_count",
+        "created_at",
+        "projection",
+    )
     inlines = [BlockInline]
 
     def get_search_results(
@@ -309,16 +314,32 @@ class ShareLinkAdmin(ReplayAdmin[ShareLink]):
     """
 
     list_display = [
-        "id", "conversation", "scope", "toggles", "created_by", "created_at",
-        "expires_at", "view_count", "last_viewed_at", "state",
-    ]  # fmt: skip
+        "id",
+        "conversation",
+        "scope",
+        "toggles",
+        "created_by",
+        "created_at",
+        "expires_at",
+        "view_count",
+        "last_viewed_at",
+        "state",
+    ]
     list_filter = ["revoked_at", "expires_at", "images"]
     list_select_related = ["conversation", "created_by"]
     search_fields = ["conversation__title", "=conversation__id"]
     fields = readonly_fields = (
-        "conversation", "scope", "toggles", "created_by", "created_at", "expires_at",
-        "revoked_at", "view_count", "last_viewed_at", "state",
-    )  # fmt: skip
+        "conversation",
+        "scope",
+        "toggles",
+        "created_by",
+        "created_at",
+        "expires_at",
+        "revoked_at",
+        "view_count",
+        "last_viewed_at",
+        "state",
+    )
     actions = ["revoke"]
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -361,15 +382,31 @@ class NoteAdmin(ReplayAdmin[Note]):
     service (which tells open pages); written and edited on the conversation page or the
     API, where the author is known."""
 
-    list_display = ["id", "conversation", "message_seq", "block_seq", "author", "label_list",
-                    "excerpt", "created_at", "updated_at"]  # fmt: skip
+    list_display = [
+        "id",
+        "conversation",
+        "message_seq",
+        "block_seq",
+        "author",
+        "label_list",
+        "excerpt",
+        "created_at",
+        "updated_at",
+    ]
     list_select_related = ["conversation"]
     list_filter = ["created_at"]
     search_fields = ["author", "=conversation__id", "label_rows__name"]
     fields = readonly_fields = (
-        "conversation", "message_seq", "block_seq", "author", "label_list", "text",
-        "created_at", "updated_at", "dashboard_link",
-    )  # fmt: skip
+        "conversation",
+        "message_seq",
+        "block_seq",
+        "author",
+        "label_list",
+        "text",
+        "created_at",
+        "updated_at",
+        "dashboard_link",
+    )
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

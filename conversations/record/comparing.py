@@ -98,9 +98,19 @@ def compared(
     rows = alignment.rows(first_row, first_row + PAGE_ROWS)
     same, tokens = _same(whole.a, whole.b, options, rows)
     return Comparison(
-        whole.a, whole.b, options, alignment, whole.first_divergence, where, whole.changed,
-        page, first_row, rows, same, tokens,
-    )  # fmt: skip
+        a=whole.a,
+        b=whole.b,
+        options=options,
+        alignment=alignment,
+        first_divergence=whole.first_divergence,
+        first_divergence_row=where,
+        changed=whole.changed,
+        page=page,
+        first_row=first_row,
+        rows=rows,
+        same=same,
+        tokens=tokens,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,7 +395,7 @@ def texts(
             "media_type",
             "no_data",
             "origin",
-        )  # fmt: skip
+        )
     )
     cut: set[int] = set()
     for values in rows:

@@ -61,9 +61,12 @@ class Translator:
             elif side != self.sidechain:
                 self.foreign += 1
                 if self.foreign == 1:
-                    log.warning("%s: a subagent's line inside a session file is not followed "
-                                "live (nor are the next ones); import the file to store "
-                                "them as their own conversation", where)  # fmt: skip
+                    log.warning(
+                        "%s: a subagent's line inside a session file is not followed "
+                        "live (nor are the next ones); import the file to store "
+                        "them as their own conversation",
+                        where,
+                    )
                 return []
         out: list[live_sources.Step] = []
         for action in self.mapper.feed(line, where):
@@ -180,8 +183,12 @@ class FileFollower:
             lines, used = live_sources.complete_lines(data)
             if not lines:
                 if len(data) >= READ_LIMIT:  # a line longer than we read at once
-                    log.warning("%s: a line over %d bytes at byte %d is skipped", self.path,
-                                READ_LIMIT, offset)  # fmt: skip
+                    log.warning(
+                        "%s: a line over %d bytes at byte %d is skipped",
+                        self.path,
+                        READ_LIMIT,
+                        offset,
+                    )
                     stored += self._skip_long_line(offset)
                     continue
                 return stored
@@ -256,8 +263,13 @@ class FileFollower:
                 stored += self._apply(steps, end, number)
             except services.IngestError as exc:
                 # One bad line must not stop the file: store the others line by line.
-                log.warning("%s: lines %d to %d not all storable (%s); storing them one by one",
-                            self.path, batch[0][1], number, exc)  # fmt: skip
+                log.warning(
+                    "%s: lines %d to %d not all storable (%s); storing them one by one",
+                    self.path,
+                    batch[0][1],
+                    number,
+                    exc,
+                )
                 for line_end, line_number, line_steps in batch:
                     try:
                         stored += self._apply(line_steps, line_end, line_number)
@@ -299,7 +311,7 @@ class FileFollower:
                         {"kind": kind, "detail": detail, "where": ""}
                         for kind, detail in claude_code.NOT_RECORDED
                     ],
-                },  # fmt: skip
+                },
                 parent=parent_cursor.conversation if parent_cursor is not None else None,
             )
             self.resumed = True

@@ -180,12 +180,12 @@ class Block(models.Model):
                 fields=["message"],
                 name="block_cleared_result",
                 condition=Q(type="tool_result", text=compact.CLEARED_RESULT),
-            ),  # fmt: skip
+            ),
             models.Index(
                 fields=["message"],
                 name="block_cleared_reasoning",
                 condition=Q(type="reasoning", text=compact.CLEARED_REASONING),
-            ),  # fmt: skip
+            ),
         ]
         constraints = [
             models.UniqueConstraint(fields=["message", "seq"], name="block_seq_unique"),

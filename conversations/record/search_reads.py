@@ -354,7 +354,16 @@ def searchable_text(kind: str, head: str, name: str, input_head: str) -> str:
     """`core.search.block_text` of a block read as its kind, name and the indexed starts
     of its text and input (the other columns do not count)."""
     row = BlockRow(
-        message_id=0, seq=0, type=kind, text=head, call_id="", name=name,
-        input_json=input_head, is_error=False, media_type="", data="", origin=None,
-    )  # fmt: skip
+        message_id=0,
+        seq=0,
+        type=kind,
+        text=head,
+        call_id="",
+        name=name,
+        input_json=input_head,
+        is_error=False,
+        media_type="",
+        data="",
+        origin=None,
+    )
     return block_text(block_value(row))

@@ -53,9 +53,20 @@ from conversations.record.rows import shown_time
 from conversations.record.rows import stored_messages as stored_messages
 
 BLOCK_COLUMNS = (
-    "message_id", "seq", "type", "text", "call_id", "name", "input_json", "is_error",
-    "media_type", "data", "origin", "width", "height",
-)  # fmt: skip
+    "message_id",
+    "seq",
+    "type",
+    "text",
+    "call_id",
+    "name",
+    "input_json",
+    "is_error",
+    "media_type",
+    "data",
+    "origin",
+    "width",
+    "height",
+)
 
 
 def conversation_get(conversation_id: str | uuid.UUID) -> Conversation | None:
@@ -295,7 +306,7 @@ def _block_previews(message_ids: list[int], start: int, stop: int) -> QuerySet[A
             "input_size",
             "is_error",
             "media_type",
-        )  # fmt: skip
+        )
     )
 
 

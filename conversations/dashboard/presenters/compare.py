@@ -210,7 +210,7 @@ def compare_page(read: CompareRead) -> dict[str, Any]:
             "b_url": _message_url(read.b, first[1]) if first[1] is not None else "",
             "row": read.first_divergence_row,
             "url": path + query(**base) + f"#row-{read.first_divergence_row}",
-        },  # fmt: skip
+        },
         "rows": items,
         "page": read.page,
         "pages": read.pages,

@@ -139,10 +139,16 @@ def context_page(
         wire = replay.project_message(message, vision=options.vision, shape=options.shape)
         shown_messages.append(
             PreviewMessage(
-                seq, message.role, read.before_by.get(seq), read.after_by.get(seq),
-                blocks_shown, shown(diff_core.content_text(wire)), seq in changed_blocks, fold,
+                seq=seq,
+                role=message.role,
+                before=read.before_by.get(seq),
+                after=read.after_by.get(seq),
+                blocks=blocks_shown,
+                wire=shown(diff_core.content_text(wire)),
+                changed=seq in changed_blocks,
+                fold=fold,
             )
-        )  # fmt: skip
+        )
     policy_query = compact_query(policy)
     payload_query = base | (policy_query if effective else {})
     policies = [

@@ -62,10 +62,14 @@ def diff_page(
     rows = diff_core.diff(*payloads)
     start = max(0, min(start, max(0, len(rows) - 1)))
     return diff_window_page(
-        left, right, rows[start : start + DIFF_WINDOW],
-        total_rows=len(rows), differing=sum(1 for r in rows if r.status != "same"),
-        start=start, here_query=here_query,
-    )  # fmt: skip
+        left,
+        right,
+        rows[start : start + DIFF_WINDOW],
+        total_rows=len(rows),
+        differing=sum(1 for r in rows if r.status != "same"),
+        start=start,
+        here_query=here_query,
+    )
 
 
 def diff_window_page(

@@ -237,14 +237,28 @@ def block_view(
             else:  # only the start is loaded: show it as stored
                 text, cut = shown(value.input_json, row.input_size)
             return BlockView(
-                row.seq, kind, label, text, value.name, value.id, folded=folds(text), truncated=cut
+                seq=row.seq,
+                type=kind,
+                label=label,
+                text=text,
+                name=value.name,
+                call_id=value.id,
+                folded=folds(text),
+                truncated=cut,
             )
         case replay.ToolResultBlock():
             text, cut = shown(value.content, row.text_size)
             return BlockView(
-                row.seq, kind, label, text, value.name, value.tool_use_id,
-                value.is_error, folded=folds(text), truncated=cut,
-            )  # fmt: skip
+                seq=row.seq,
+                type=kind,
+                label=label,
+                text=text,
+                name=value.name,
+                call_id=value.tool_use_id,
+                is_error=value.is_error,
+                folded=folds(text),
+                truncated=cut,
+            )
         case replay.ImageBlock():
             url = image_url(conversation_id, message_seq, row.seq)
             return BlockView(row.seq, kind, label, image_url=url, media_type=value.media_type)
@@ -321,9 +335,14 @@ def message_views(
 
     def views_at(side_bytes: int) -> tuple[list[MessageView], list[int]]:
         return _message_views(
-            conversation, rows, side_bytes=side_bytes, vision=vision, shape=shape,
-            margin=margin, compactions=compactions,
-        )  # fmt: skip
+            conversation,
+            rows,
+            side_bytes=side_bytes,
+            vision=vision,
+            shape=shape,
+            margin=margin,
+            compactions=compactions,
+        )
 
     views, spent = views_at(SIDE_BYTES)
     if page_bytes is None or sum(spent) <= page_bytes:

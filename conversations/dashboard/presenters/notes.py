@@ -126,7 +126,7 @@ def with_notes(
                 notes.get(view.seq, NONE),
                 readonly=readonly,
             ),
-        )  # fmt: skip
+        )
         for view in views
     ]
 

@@ -234,13 +234,13 @@ def pressure_view(p: Pressure, total_blocks: int) -> PressureView:
         over=bool(window and p.total > window),
         kinds=[
             KindView(
-                k,
-                tokens.KIND_LABELS[k],
-                by_kind[k],
-                f"{by_kind[k] / p.total:.1%}" if p.total else "0%",
+                kind=k,
+                label=tokens.KIND_LABELS[k],
+                tokens=by_kind[k],
+                share=f"{by_kind[k] / p.total:.1%}" if p.total else "0%",
             )
             for k in tokens.COUNT_KINDS
-        ],  # fmt: skip
+        ],
         segments=segments,
         window_x=round(window * BAR / scale) if window and window < scale else None,
         trigger=p.trigger,

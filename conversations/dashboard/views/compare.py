@@ -79,12 +79,21 @@ def compare_runs(request: HttpRequest, *, vision: bool, shape: replay.Shape) -> 
     )
     tokens = {found.first_row + k: pair for k, pair in enumerate(found.tokens)}
     read = presenter.CompareRead(
-        a=a, b=b, options=options, summaries=(found.a.summary, found.b.summary),
+        a=a,
+        b=b,
+        options=options,
+        summaries=(found.a.summary, found.b.summary),
         first_divergence=found.first_divergence,
-        first_divergence_row=found.first_divergence_row, changed=found.changed,
-        minimal=found.alignment.minimal, page=found.page, pages=found.alignment.pages,
-        total_rows=found.alignment.total_rows, items=items, tokens=tokens, texts=texts,
-    )  # fmt: skip
+        first_divergence_row=found.first_divergence_row,
+        changed=found.changed,
+        minimal=found.alignment.minimal,
+        page=found.page,
+        pages=found.alignment.pages,
+        total_rows=found.alignment.total_rows,
+        items=items,
+        tokens=tokens,
+        texts=texts,
+    )
     return render(request, "conversations/compare.html", presenter.compare_page(read))
 
 

@@ -72,8 +72,8 @@ def _context_read(
         before = token_counts.pressure(conversation, options, query=view)
         window = presenters.window_at(range(conversation.message_count), start, ())
         rows = selectors.preview_rows(conversation, window, blocks_from=blocks_from)
-        counts = {s: c.count.tokens for s, c in token_counts.counted_shown(
-            conversation, before, rows).items()}  # fmt: skip
+        shown = token_counts.counted_shown(conversation, before, rows)
+        counts = {s: c.count.tokens for s, c in shown.items()}
         seqs = [r.seq for r in rows]
         messages = [
             replay.StoredMessage(
@@ -82,19 +82,26 @@ def _context_read(
             for r in rows
         ]
         return presenters.ContextRead(
-            seqs, messages, before, before, compact.unchanged(messages, seqs, ""), counts, counts,
-            window.start - presenters.PREVIEW_WINDOW if window.start > 0 else None,
-            window.stop if window.stop < conversation.message_count else None,
-            {r.seq: r.block_count for r in rows}, blocks_from,
-        )  # fmt: skip
+            seqs=seqs,
+            messages=messages,
+            before=before,
+            after=before,
+            compacted=compact.unchanged(messages, seqs, ""),
+            before_by=counts,
+            after_by=counts,
+            earlier=window.start - presenters.PREVIEW_WINDOW if window.start > 0 else None,
+            later=window.stop if window.stop < conversation.message_count else None,
+            block_counts={r.seq: r.block_count for r in rows},
+            blocks_from=blocks_from,
+        )
     result = preview_counts.preview(conversation, options, policy, query=view)
     compacted, after, rewrite = result.compacted, result.after, result.rewrite
     assert rewrite is not None
     every = range(compacted.dropped if effective else 0, conversation.message_count)
     changed = min((s for s, _ in compacted.changed), default=None)
     window = presenters.window_at(every, start, () if changed is None else (changed,))
-    rows = selectors.preview_rows(conversation, every[window.start : window.stop],
-                                  blocks_from=blocks_from)  # fmt: skip
+    shown_seqs = every[window.start : window.stop]
+    rows = selectors.preview_rows(conversation, shown_seqs, blocks_from=blocks_from)
     seqs = [r.seq for r in rows]
     messages = [
         replay.StoredMessage(cast(replay.Role, r.role), tuple(map(selectors.block_value, r.blocks)))
@@ -110,14 +117,26 @@ def _context_read(
         if after.first <= s <= last and s in before_by
     }
     return presenters.ContextRead(
-        seqs, messages, result.before, after,
-        Compacted(tuple(messages), tuple(seqs), compacted.changed, compacted.dropped,
-                  compacted.note),
-        before_by, after_by,
-        every[max(0, window.start - presenters.PREVIEW_WINDOW)] if window.start > 0 else None,
-        every[window.stop] if window.stop < len(every) else None,
-        {r.seq: r.block_count for r in rows}, blocks_from,
-    )  # fmt: skip
+        seqs=seqs,
+        messages=messages,
+        before=result.before,
+        after=after,
+        compacted=Compacted(
+            messages=tuple(messages),
+            seqs=tuple(seqs),
+            changed=compacted.changed,
+            dropped=compacted.dropped,
+            note=compacted.note,
+        ),
+        before_by=before_by,
+        after_by=after_by,
+        earlier=(
+            every[max(0, window.start - presenters.PREVIEW_WINDOW)] if window.start > 0 else None
+        ),
+        later=every[window.stop] if window.stop < len(every) else None,
+        block_counts={r.seq: r.block_count for r in rows},
+        blocks_from=blocks_from,
+    )
 
 
 def _more_blocks(
@@ -134,9 +153,14 @@ def _more_blocks(
     effective = params.get("payload") != "full"
     # The window that holds message `seq`, as the page showed it.
     read = _context_read(
-        conversation, options, policy, view, effective=effective and policy is not None,
-        start=seq, blocks_from=start,
-    )  # fmt: skip
+        conversation,
+        options,
+        policy,
+        view,
+        effective=effective and policy is not None,
+        start=seq,
+        blocks_from=start,
+    )
     context = presenters.context_blocks(
         conversation, options, policy, read, view=view, effective=effective, seq=seq, start=start
     )
@@ -171,9 +195,13 @@ def conversation_context(
         start = _start(params)
         effective = params.get("payload") != "full"
         read = _context_read(
-            conversation, options, policy, view, effective=effective and policy is not None,
+            conversation,
+            options,
+            policy,
+            view,
+            effective=effective and policy is not None,
             start=start,
-        )  # fmt: skip
+        )
         context = presenters.context_page(
             conversation, options, policy, read, view=view, effective=effective, start=start
         )
@@ -194,30 +222,38 @@ def conversation_diff(
     params = _filled(request)
     try:
         right_options = ReplayOptions.from_query(
-            {"vision": params.get("b_vision", str(int(vision))),
-             "shape": params.get("b_shape", shape)}
-        )  # fmt: skip
+            {
+                "vision": params.get("b_vision", str(int(vision))),
+                "shape": params.get("b_shape", shape),
+            }
+        )
     except OptionError as exc:
         return bad_request(request, exc.message.replace(exc.field, "b_" + exc.field, 1))
     other = params.get("b_conversation")
     right_conversation = conversation_or_404(other) if other else conversation
     try:
         left = presenters.DiffSide(
-            "A", vision, shape, _form_policy(
-                {k: v for k, v in params.items() if not k.startswith("b_")}
-            ), conversation,
-        )  # fmt: skip
+            label="A",
+            vision=vision,
+            shape=shape,
+            policy=_form_policy({k: v for k, v in params.items() if not k.startswith("b_")}),
+            conversation=conversation,
+        )
         right = presenters.DiffSide(
-            "B", right_options.vision, right_options.shape, _form_policy(params, "b_"),
-            right_conversation,
-        )  # fmt: skip
+            label="B",
+            vision=right_options.vision,
+            shape=right_options.shape,
+            policy=_form_policy(params, "b_"),
+            conversation=right_conversation,
+        )
         start = _start(params) or 0
         if right_conversation == conversation and left.shape == right.shape == "openai":
             context = _diff_window(conversation, left, right, start, params)
         else:
             payloads = (
-                _side_payload(conversation, left), _side_payload(right_conversation, right)
-            )  # fmt: skip
+                _side_payload(conversation, left),
+                _side_payload(right_conversation, right),
+            )
             context = presenters.diff_page(left, right, payloads, start=start, here_query=params)
     except OptionError as exc:
         return bad_request(request, exc.message)
@@ -259,13 +295,10 @@ def _diff_window(
     found, roles, (lefts, rights) = policy_reads.window(conversation, seqs, results)
     rows = []
     for seq, role, a, b in zip(found, roles, lefts, rights, strict=True):
-        sides = [
-            diff_core.Side(seq - k, role, diff_core.content_text(
-                replay.project_message(m, vision=s.vision, shape=s.shape)))
-            if m is not None else None
-            for m, s, k in ((a, left, kept[0]), (b, right, kept[1]))
-        ]  # fmt: skip
-        x, y = sides
+        x, y = (
+            _diff_side(m, side, index=seq - k, role=role)
+            for m, side, k in ((a, left, kept[0]), (b, right, kept[1]))
+        )
         if x is not None and y is not None and x.text == y.text:
             rows.append(diff_core.Row("same", x, y))
         elif x is not None and y is not None:
@@ -278,9 +311,14 @@ def _diff_window(
         # One side's policy is the only difference: its changed messages, counted in SQL.
         differing = policy_reads.count_from(only[0], both) + (both - first)
         return presenters.diff_window_page(
-            left, right, rows, total_rows=total_rows, differing=differing, start=start,
+            left,
+            right,
+            rows,
+            total_rows=total_rows,
+            differing=differing,
+            start=start,
             here_query=params,
-        )  # fmt: skip
+        )
     if left.policy != right.policy:
         for r in results:
             differs |= policy_reads.changed_from(r, both) if r is not None else set()
@@ -288,9 +326,24 @@ def _diff_window(
         differs |= policy_reads.image_seqs(conversation)
     differing = len({s for s in differs if s >= both}) + (both - first)
     return presenters.diff_window_page(
-        left, right, rows, total_rows=total_rows, differing=differing, start=start,
+        left,
+        right,
+        rows,
+        total_rows=total_rows,
+        differing=differing,
+        start=start,
         here_query=params,
-    )  # fmt: skip
+    )
+
+
+def _diff_side(
+    message: replay.StoredMessage | None, side: presenters.DiffSide, *, index: int, role: str
+) -> diff_core.Side | None:
+    """One message of one side of the diff as `side` projects it (None: that side lacks it)."""
+    if message is None:
+        return None
+    projected = replay.project_message(message, vision=side.vision, shape=side.shape)
+    return diff_core.Side(index=index, role=role, text=diff_core.content_text(projected))
 
 
 def _side_payload(conversation: Conversation, side: presenters.DiffSide) -> replay.Payload:

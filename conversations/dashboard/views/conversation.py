@@ -149,9 +149,15 @@ def page_context(
         pairs=finder_reads.tool_pairs(conversation, rows),
     )
     context = presenters.conversation_page(
-        conversation, read, window=window, vision=vision, shape=shape, view=view,
-        earlier=earlier, later=later,
-    )  # fmt: skip
+        conversation,
+        read,
+        window=window,
+        vision=vision,
+        shape=shape,
+        view=view,
+        earlier=earlier,
+        later=later,
+    )
     notes = note_reads.notes_at(conversation.id, [row.seq for row in rows])
     context["messages"] = presenters.with_notes(conversation.id, context["messages"], notes)
     return context
@@ -256,7 +262,7 @@ def window_response(
                 earlier=earlier,
                 later=later,
                 view=view_query(request),
-            )  # fmt: skip
+            )
         )
     except OptionError as exc:
         return bad_request(request, exc.message)

@@ -115,9 +115,12 @@ def note_edit(request: HttpRequest, conversation_id: str, note_id: int) -> HttpR
     found = _note(conversation, note_id)
     if not note_reads.may_edit(found, request.user):
         return _notes_answer(
-            request, conversation, found.message_seq,
-            error="Only the note's author may edit it.", status=403,
-        )  # fmt: skip
+            request,
+            conversation,
+            found.message_seq,
+            error="Only the note's author may edit it.",
+            status=403,
+        )
     try:
         text, labels = _form(request.POST)
         services.note_edit(note=found, text=text, labels=labels)
@@ -136,9 +139,11 @@ def note_delete(request: HttpRequest, conversation_id: str, note_id: int) -> Htt
     found = _note(conversation, note_id)
     if not note_reads.may_delete(found, request.user):
         return _notes_answer(
-            request, conversation, found.message_seq,
+            request,
+            conversation,
+            found.message_seq,
             error="Only the note's author, or a user who may delete notes, may delete it.",
             status=403,
-        )  # fmt: skip
+        )
     services.note_delete(note=found)
     return _notes_answer(request, conversation, found.message_seq)

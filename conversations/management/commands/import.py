@@ -65,9 +65,10 @@ class Command(BaseCommand):
                 raw = first + file.read(limit + 1 - len(first))
                 if len(raw) > limit:
                     raise importers.ImportFormatError(
-                        "file", f"is over the {settings.REPLAY_MAX_BODY_MB} MB limit "
+                        "file",
+                        f"is over the {settings.REPLAY_MAX_BODY_MB} MB limit "
                         "(REPLAY_MAX_BODY_MB); a Claude Code file is streamed instead",
-                    )  # fmt: skip
+                    )
                 # As the API: the format chosen (a named one checked) before the same bytes.
                 return services.transcript_import(
                     raw=raw, format=format, title=title, file_name=path.name

@@ -253,8 +253,10 @@ def _claim_sql(vendor: str, model: bool) -> str:
     # later of the two, so that the row's time never goes back.
     updated = column("updated_at")
     sets = [f"{updated} = CASE WHEN {updated} > %s THEN {updated} ELSE %s END"]
-    sets += [f"{column(name)} = {column(name)} + %s" for name in
-             ("message_count", "block_count", "error_count")]  # fmt: skip
+    sets += [
+        f"{column(name)} = {column(name)} + %s"
+        for name in ("message_count", "block_count", "error_count")
+    ]
     sets.append(f"{column('unanswered_calls')} = %s")
     if model:
         sets.append(f"{column('model')} = %s")

@@ -25,9 +25,13 @@ from conversations.record.models import Block, Message
 M = TypeVar("M", bound=Model)
 
 PLAIN_FIELDS = {
-    "CharField", "TextField", "PositiveIntegerField", "BigIntegerField", "BooleanField",
+    "CharField",
+    "TextField",
+    "PositiveIntegerField",
+    "BigIntegerField",
+    "BooleanField",
     "BigAutoField",
-}  # fmt: skip
+}
 # Rows of one INSERT at most, whatever the batch (and even where the database sets no
 # parameter limit, as PostgreSQL): the driver parses each statement's text into one part
 # per parameter before it sends it, so a single statement for a 400,000-block message made

@@ -55,9 +55,9 @@ def note_add(
             raise IngestError("seq", f"message {message_seq} is not in this conversation")
         if block_seq is not None and not 0 <= block_seq < message.block_count:
             raise IngestError(
-                "block", f"message {message_seq} has no block {block_seq} "
-                f"(it has {message.block_count})",
-            )  # fmt: skip
+                "block",
+                f"message {message_seq} has no block {block_seq} (it has {message.block_count})",
+            )
         held = Note.objects.filter(conversation=conversation, message_seq=message_seq).count()
         if held >= notes.MAX_PER_MESSAGE:
             raise IngestError(

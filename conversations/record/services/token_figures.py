@@ -44,9 +44,13 @@ def block_facts(
     )
     stats["blocks_counted"] += 1
     return StoredFacts(
-        cast(BlockKind, row.type), row.tokens, tokens.blank(value),
-        row.media_type, row.width, row.height,
-    )  # fmt: skip
+        kind=cast(BlockKind, row.type),
+        tokens=row.tokens,
+        blank=tokens.blank(value),
+        media_type=row.media_type,
+        width=row.width,
+        height=row.height,
+    )
 
 
 def _fill(message: Message, facts: Sequence[StoredFacts], before: int, run: dict[str, int]) -> int:
@@ -201,8 +205,10 @@ def block_added(conversation: Conversation, message: Message, row: Block) -> Non
         fresh = stored_counts.figures(role, facts)
         heaviest = stored_counts.heaviest(role, facts)
     else:  # the sums move; no row is read
-        fresh = {"o": stored_counts.add_kinds(data.get("o", {}), {fact.kind: fact.tokens}),
-                 "n": int(data.get("n", 0)) + 1}  # fmt: skip
+        fresh = {
+            "o": stored_counts.add_kinds(data.get("o", {}), {fact.kind: fact.tokens}),
+            "n": int(data.get("n", 0)) + 1,
+        }
         blank = [*data.get("bl", ()), *([row.seq] if fact.blank else [])]
         if blank:
             fresh["bl"] = blank
@@ -231,7 +237,14 @@ def _stored_facts(message: Message, data: dict[str, Any]) -> list[StoredFacts]:
         .values_list("seq", "type", "tokens", "media_type", "width", "height")
     )
     return [
-        StoredFacts(cast(BlockKind, kind), n or 0, seq in blank, media, width, height)
+        StoredFacts(
+            kind=cast(BlockKind, kind),
+            tokens=n or 0,
+            blank=seq in blank,
+            media_type=media,
+            width=width,
+            height=height,
+        )
         for seq, kind, n, media, width, height in rows
     ]
 
