@@ -63,7 +63,7 @@ def state() -> tuple[Any, ...]:
             Message.objects.order_by("id").values_list(
                 "id", "conversation_id", "seq", "role", "block_count"
             )
-        ),  # fmt: skip
+        ),
         list(Block.objects.order_by("id").values_list()),
         IdempotentResponse.objects.count(),
     )
@@ -273,10 +273,15 @@ def test_search_finds_conversations_by_title_and_by_block_text(api):
     by_text = create(api, "Untitled")
     append(api, by_text["id"], "user", [{"type": "text", "text": "my zebra is broken"}])
     by_result = create(api, "Tools")
-    append(api, by_result["id"], "assistant", [
-        {"type": "tool_use", "id": "c1", "name": "lookup", "input": {}},
-        {"type": "tool_result", "tool_use_id": "c1", "content": "ZEBRA-42 shipped"},
-    ])  # fmt: skip
+    append(
+        api,
+        by_result["id"],
+        "assistant",
+        [
+            {"type": "tool_use", "id": "c1", "name": "lookup", "input": {}},
+            {"type": "tool_result", "tool_use_id": "c1", "content": "ZEBRA-42 shipped"},
+        ],
+    )
     create(api, "Something else")
     found = api.get(LIST, q="zebra").json()
     assert {c["id"] for c in found["results"]} == {by_title["id"], by_text["id"], by_result["id"]}
@@ -385,17 +390,32 @@ def test_the_record_holds_every_message_and_block_in_order(api):
     conv = create(api, "Whole", metadata={"k": [1, 2]})
     cid = conv["id"]
     append(api, cid, "system", [{"type": "text", "text": "Be brief."}])
-    append(api, cid, "user", [
-        {"type": "text", "text": "Look:"},
-        {"type": "image", "media_type": "image/png", "data": png_b64()},
-    ])  # fmt: skip
-    append(api, cid, "assistant", [
-        {"type": "reasoning", "text": "Check the order."},
-        {"type": "tool_use", "id": "call_1", "name": "orders", "input": {"id": 7}},
-    ])  # fmt: skip
-    append(api, cid, "user", [
-        {"type": "tool_result", "tool_use_id": "call_1", "content": "none", "is_error": True},
-    ])  # fmt: skip
+    append(
+        api,
+        cid,
+        "user",
+        [
+            {"type": "text", "text": "Look:"},
+            {"type": "image", "media_type": "image/png", "data": png_b64()},
+        ],
+    )
+    append(
+        api,
+        cid,
+        "assistant",
+        [
+            {"type": "reasoning", "text": "Check the order."},
+            {"type": "tool_use", "id": "call_1", "name": "orders", "input": {"id": 7}},
+        ],
+    )
+    append(
+        api,
+        cid,
+        "user",
+        [
+            {"type": "tool_result", "tool_use_id": "call_1", "content": "none", "is_error": True},
+        ],
+    )
     append(api, cid, "assistant", [])
     api.post(blocks_url(cid, 0), {"type": "text", "text": "Be kind."})
     record = api.get(one(cid)).json()
@@ -404,8 +424,12 @@ def test_the_record_holds_every_message_and_block_in_order(api):
     assert record["message_count"] == 5
     assert record["url"] == f"http://testserver/c/{cid}/"
     assert [(m["seq"], m["role"]) for m in record["messages"]] == [
-        (0, "system"), (1, "user"), (2, "assistant"), (3, "user"), (4, "assistant"),
-    ]  # fmt: skip
+        (0, "system"),
+        (1, "user"),
+        (2, "assistant"),
+        (3, "user"),
+        (4, "assistant"),
+    ]
     assert record["messages"][0]["blocks"] == [
         {"seq": 0, "type": "text", "text": "Be brief."},
         {"seq": 1, "type": "text", "text": "Be kind."},
@@ -419,18 +443,29 @@ def test_the_record_holds_every_message_and_block_in_order(api):
         {"seq": 1, "type": "tool_use", "id": "call_1", "name": "orders", "input": {"id": 7}},
     ]
     assert record["messages"][3]["blocks"] == [
-        {"seq": 0, "type": "tool_result", "tool_use_id": "call_1", "name": "orders",
-         "content": "none", "is_error": True},
-    ]  # fmt: skip
+        {
+            "seq": 0,
+            "type": "tool_result",
+            "tool_use_id": "call_1",
+            "name": "orders",
+            "content": "none",
+            "is_error": True,
+        },
+    ]
     assert record["messages"][4]["blocks"] == []
 
 
 def test_the_record_is_deterministic(api):
     cid = create(api, "Twice", metadata={"b": 1, "a": {"d": 2, "c": 3}})["id"]
     append(api, cid, "user", [{"type": "text", "text": "one"}])
-    append(api, cid, "assistant", [
-        {"type": "tool_use", "id": "c", "name": "t", "input": orjson.loads(TOOL_INPUT_RAW)},
-    ])  # fmt: skip
+    append(
+        api,
+        cid,
+        "assistant",
+        [
+            {"type": "tool_use", "id": "c", "name": "t", "input": orjson.loads(TOOL_INPUT_RAW)},
+        ],
+    )
     first = api.get(one(cid))
     second = api.get(one(cid))
     assert first.status_code == 200
@@ -449,8 +484,12 @@ def test_tool_use_input_keeps_its_key_order_byte_for_byte(api):
     record = api.get(one(cid))
     assert b'"input":' + raw in record.content
     assert list(record.json()["messages"][0]["blocks"][0]["input"]) == [
-        "zeta", "Ärger", "alpha", "10", "",
-    ]  # fmt: skip
+        "zeta",
+        "Ärger",
+        "alpha",
+        "10",
+        "",
+    ]
     # The replay carries the same INPUT, as the projection's prose writes it.
     content = api.get(replay_url(cid)).json()["messages"][0]["content"]
     assert content == f"Tool use: t({TOOL_INPUT_RAW})"
@@ -503,8 +542,10 @@ def test_messages_get_dense_seqs_from_zero(api):
     assert answers[1]["conversation_id"] == cid
     assert answers[2]["block_count"] == 0 and "blocks" not in answers[2]
     assert list(Message.objects.filter(conversation_id=cid).values_list("seq", flat=True)) == [
-        0, 1, 2,
-    ]  # fmt: skip
+        0,
+        1,
+        2,
+    ]
     assert Conversation.objects.get(pk=cid).message_count == 3
 
 
@@ -512,22 +553,33 @@ def test_messages_get_dense_seqs_from_zero(api):
 def test_a_message_may_carry_every_block_type(api):
     cid = create(api)["id"]
     png = png_b64()
-    answer = append(api, cid, "user", [
-        {"type": "text", "text": ""},
-        {"type": "tool_use", "id": "c1", "name": "search", "input": {"q": "x"}},
-        {"type": "tool_result", "tool_use_id": "c1", "content": "found"},
-        {"type": "reasoning", "text": "hm"},
-        {"type": "image", "media_type": "image/png", "data": png},
-    ])  # fmt: skip
+    answer = append(
+        api,
+        cid,
+        "user",
+        [
+            {"type": "text", "text": ""},
+            {"type": "tool_use", "id": "c1", "name": "search", "input": {"q": "x"}},
+            {"type": "tool_result", "tool_use_id": "c1", "content": "found"},
+            {"type": "reasoning", "text": "hm"},
+            {"type": "image", "media_type": "image/png", "data": png},
+        ],
+    )
     assert answer["block_count"] == 5 and "blocks" not in answer
     assert api.get(one(cid)).json()["messages"][0]["blocks"] == [
         {"seq": 0, "type": "text", "text": ""},
         {"seq": 1, "type": "tool_use", "id": "c1", "name": "search", "input": {"q": "x"}},
-        {"seq": 2, "type": "tool_result", "tool_use_id": "c1", "name": "search",
-         "content": "found", "is_error": False},
+        {
+            "seq": 2,
+            "type": "tool_result",
+            "tool_use_id": "c1",
+            "name": "search",
+            "content": "found",
+            "is_error": False,
+        },
         {"seq": 3, "type": "reasoning", "text": "hm"},
         {"seq": 4, "type": "image", "media_type": "image/png", "data": png},
-    ]  # fmt: skip
+    ]
 
 
 GOOD = [
@@ -559,11 +611,11 @@ BAD_MESSAGES: dict[str, tuple[Any, str]] = {
             "blocks": [{"type": "tool_use", "id": "c", "name": "t", "input": [1]}],
         },
         "blocks[0].input",
-    ),  # fmt: skip
+    ),
     "empty-call-id": (
         {"role": "assistant", "blocks": [{"type": "tool_use", "id": "", "name": "t", "input": {}}]},
         "blocks[0].id",
-    ),  # fmt: skip
+    ),
     "is-error-not-a-bool": (
         {
             "role": "user",
@@ -573,14 +625,14 @@ BAD_MESSAGES: dict[str, tuple[Any, str]] = {
             ],
         },
         "blocks[1].is_error",
-    ),  # fmt: skip
+    ),
     "result-content-not-a-string": (
         {
             "role": "user",
             "blocks": [{"type": "tool_result", "tool_use_id": "c1", "content": ["x"]}],
         },
         "blocks[0].content",
-    ),  # fmt: skip
+    ),
     "text-with-nul": (
         {"role": "user", "blocks": [GOOD[0], {"type": "text", "text": "a\x00b"}]},
         "blocks[1].text",
@@ -596,21 +648,21 @@ BAD_MESSAGES: dict[str, tuple[Any, str]] = {
             "blocks": [GOOD[0], {"type": "image", "media_type": "image/png", "data": png_b64()}],
         },
         "blocks[1]",
-    ),  # fmt: skip
+    ),
     "image-in-system-message": (
         {
             "role": "system",
             "blocks": [{"type": "image", "media_type": "image/png", "data": png_b64()}],
         },
         "blocks[0]",
-    ),  # fmt: skip
+    ),
     "image-not-decodable": (
         {
             "role": "user",
             "blocks": [GOOD[0], {"type": "image", "media_type": "image/png", "data": "aGVsbG8="}],
         },
         "blocks[1].data",
-    ),  # fmt: skip
+    ),
     "not-json": (b'{"role": "user", "blocks": [', "JSON"),
     "json-array": ([{"role": "user"}], "object"),
 }
@@ -648,16 +700,21 @@ def test_blocks_are_appended_at_the_end_with_dense_seqs(api):
     on_last = api.post(blocks_url(cid, 1), {"type": "text", "text": "t"})
     assert [r.status_code for r in (first, second, on_last)] == [201, 201, 201]
     assert first.json() == {
-        "seq": 1, "type": "reasoning", "conversation_id": cid, "message_seq": 0,
+        "seq": 1,
+        "type": "reasoning",
+        "conversation_id": cid,
+        "message_seq": 0,
         "url": f"http://testserver/c/{cid}/#m-0",
-    }  # fmt: skip
+    }
     assert second.json()["seq"] == 2
     assert on_last.json()["seq"] == 0 and on_last.json()["message_seq"] == 1
     record = api.get(one(cid)).json()
     assert [b["seq"] for b in record["messages"][0]["blocks"]] == [0, 1, 2]
     assert [b["type"] for b in record["messages"][0]["blocks"]] == [
-        "text", "reasoning", "tool_use",
-    ]  # fmt: skip
+        "text",
+        "reasoning",
+        "tool_use",
+    ]
     assert Message.objects.get(conversation_id=cid, seq=0).block_count == 3
 
 
@@ -712,10 +769,12 @@ def stored(role: str, blocks: list[dict[str, Any]]) -> replay.StoredMessage:
         elif kind == "tool_result":
             values.append(
                 replay.ToolResultBlock(
-                    block["tool_use_id"], block["name"], block["content"],
+                    block["tool_use_id"],
+                    block["name"],
+                    block["content"],
                     block.get("is_error", False),
                 )
-            )  # fmt: skip
+            )
         else:
             values.append(replay.ImageBlock(block["media_type"], block["data"]))
     return replay.StoredMessage(role, tuple(values))  # type: ignore[arg-type]
@@ -726,20 +785,41 @@ def replayable(api: ApiClient) -> tuple[str, list[replay.StoredMessage]]:
     png = png_b64()
     posted = [
         ("system", [{"type": "text", "text": "You are terse."}]),
-        ("user", [
-            {"type": "text", "text": "What is this?"},
-            {"type": "image", "media_type": "image/png", "data": png},
-            {"type": "text", "text": "Be honest."},
-        ]),
-        ("assistant", [
-            {"type": "reasoning", "text": "Look it up."},
-            {"type": "tool_use", "id": "toolu_1", "name": "identify", "input": {"b": 1, "a": 2}},
-        ]),
-        ("user", [{"type": "tool_result", "tool_use_id": "toolu_1", "name": "identify",
-                   "content": "a red square", "is_error": False}]),
+        (
+            "user",
+            [
+                {"type": "text", "text": "What is this?"},
+                {"type": "image", "media_type": "image/png", "data": png},
+                {"type": "text", "text": "Be honest."},
+            ],
+        ),
+        (
+            "assistant",
+            [
+                {"type": "reasoning", "text": "Look it up."},
+                {
+                    "type": "tool_use",
+                    "id": "toolu_1",
+                    "name": "identify",
+                    "input": {"b": 1, "a": 2},
+                },
+            ],
+        ),
+        (
+            "user",
+            [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "name": "identify",
+                    "content": "a red square",
+                    "is_error": False,
+                }
+            ],
+        ),
         ("assistant", []),
         ("system", [{"type": "text", "text": "Stay terse."}]),
-    ]  # fmt: skip
+    ]
     cid = create(api, "Replayable")["id"]
     for role, blocks in posted:
         append(api, cid, role, blocks)
@@ -751,11 +831,17 @@ def test_replay_defaults_to_vision_on_in_the_openai_shape(api, replayable):
     payload = api.get(replay_url(cid)).json()
     assert payload == replay.project(messages, vision=True, shape="openai")
     assert [m["role"] for m in payload["messages"]] == [
-        "system", "user", "assistant", "user", "assistant", "system",
-    ]  # fmt: skip
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "system",
+    ]
     assert payload["messages"][1]["content"][1] == {
-        "type": "image_url", "image_url": {"url": f"data:image/png;base64,{png_b64()}"},
-    }  # fmt: skip
+        "type": "image_url",
+        "image_url": {"url": f"data:image/png;base64,{png_b64()}"},
+    }
     assert payload["messages"][4]["content"] == "[Empty message]"
 
 
@@ -882,8 +968,11 @@ def test_a_refused_request_with_a_key_keeps_no_answer(api, conversation):
 
 def test_an_overlong_key_is_refused(api):
     before = state()
-    assert_error(api.post(LIST, {"title": "x"}, headers={"Idempotency-Key": "k" * 256}), 400,
-                 "Idempotency-Key")  # fmt: skip
+    assert_error(
+        api.post(LIST, {"title": "x"}, headers={"Idempotency-Key": "k" * 256}),
+        400,
+        "Idempotency-Key",
+    )
     assert state() == before
 
 
@@ -922,9 +1011,14 @@ def test_a_wrong_method_is_refused_as_json(api, conversation, method, path):
 
 @pytest.mark.parametrize(
     "path",
-    ["/api/", "/api/nothing", "/api/conversations/", "/api/conversations/{cid}/extra",
-     "/api/conversations/{cid}/messages/0"],
-)  # fmt: skip
+    [
+        "/api/",
+        "/api/nothing",
+        "/api/conversations/",
+        "/api/conversations/{cid}/extra",
+        "/api/conversations/{cid}/messages/0",
+    ],
+)
 def test_an_unknown_api_path_is_not_found_as_json(api, conversation, path):
     assert_error(api.get(path.format(cid=conversation["id"])), 404)
 
@@ -1002,8 +1096,22 @@ JSON_VALUES = st.recursive(
     ),
     max_leaves=12,
 )
-FIELDS = ["type", "text", "id", "name", "input", "tool_use_id", "content", "is_error",
-          "media_type", "data", "title", "metadata", "role", "blocks"]  # fmt: skip
+FIELDS = [
+    "type",
+    "text",
+    "id",
+    "name",
+    "input",
+    "tool_use_id",
+    "content",
+    "is_error",
+    "media_type",
+    "data",
+    "title",
+    "metadata",
+    "role",
+    "blocks",
+]
 NEAR_BLOCKS = st.dictionaries(
     st.sampled_from(FIELDS),
     st.sampled_from([*replay.BLOCK_TYPES, "image/png", "aGk=", "c"]) | JSON_VALUES,

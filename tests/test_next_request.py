@@ -24,15 +24,21 @@ CLAUDE_CODE_FILES = sorted(
 )
 
 
-def fig(seq: int, role: str, n: int, inp: int | None = None, turn: str | None = None,
-        **kw: object) -> nr.MessageFigure:  # fmt: skip
+def fig(
+    seq: int, role: str, n: int, inp: int | None = None, turn: str | None = None, **kw: object
+) -> nr.MessageFigure:
     usage = Usage(inp, 10) if inp is not None else None
-    return nr.MessageFigure(seq, role, n, usage, turn, **kw)  # type: ignore[arg-type]
+    return nr.MessageFigure(seq=seq, role=role, tokens=n, usage=usage, turn=turn, **kw)  # type: ignore[arg-type]
 
 
 def test_the_latest_measured_turn_is_the_basis_and_only_what_follows_is_estimated() -> None:
-    figures = [fig(0, "user", 50), fig(1, "assistant", 20, inp=1_000), fig(2, "user", 30),
-               fig(3, "assistant", 40, inp=1_100), fig(4, "user", 7)]  # fmt: skip
+    figures = [
+        fig(0, "user", 50),
+        fig(1, "assistant", 20, inp=1_000),
+        fig(2, "user", 30),
+        fig(3, "assistant", 40, inp=1_100),
+        fig(4, "user", 7),
+    ]
     got = nr.next_request(figures, overhead=3, model="gpt-4o", unrecorded_tokens=None)
     assert (got.basis, got.measured_seq, got.measured) == ("measured", 3, 1_100)
     assert got.since == 40 + 7  # the basis turn's own message and everything after it
@@ -51,9 +57,13 @@ def test_without_a_measured_turn_it_is_the_estimate_plus_what_is_unrecorded() ->
 def test_messages_of_one_response_are_one_turn() -> None:
     # Claude Code writes parallel tool calls of one response apart, a result between them:
     # both carry the response's one measurement, which covers neither of them.
-    figures = [fig(0, "user", 10), fig(1, "assistant", 20, inp=500, turn="msg_a"),
-               fig(2, "user", 30), fig(3, "assistant", 40, inp=500, turn="msg_a"),
-               fig(4, "user", 5)]  # fmt: skip
+    figures = [
+        fig(0, "user", 10),
+        fig(1, "assistant", 20, inp=500, turn="msg_a"),
+        fig(2, "user", 30),
+        fig(3, "assistant", 40, inp=500, turn="msg_a"),
+        fig(4, "user", 5),
+    ]
     got = nr.next_request(figures, overhead=0, model="gpt-4o", unrecorded_tokens=None)
     assert (got.measured_seq, got.since, got.tokens) == (3, 20 + 30 + 40 + 5, 595)
     assert len(nr.measured_turns(figures)) == 1
@@ -64,19 +74,33 @@ def test_a_claude_model_scales_the_estimate_until_its_own_turns_say_otherwise() 
     got = nr.next_request(small, overhead=0, model="claude-sonnet-4-5", unrecorded_tokens=None)
     assert got.factor == nr.CLAUDE_FACTOR and got.tokens == 1_000 + round(1.1 * 1_000)
     # Measured growth of 2,400 over an estimated 2,000: the conversation's own ratio, 1.2.
-    grown = [fig(0, "user", 10), fig(1, "assistant", 100, inp=1_000), fig(2, "user", 1_900),
-             fig(3, "assistant", 50, inp=3_400), fig(4, "user", 100)]  # fmt: skip
+    grown = [
+        fig(0, "user", 10),
+        fig(1, "assistant", 100, inp=1_000),
+        fig(2, "user", 1_900),
+        fig(3, "assistant", 50, inp=3_400),
+        fig(4, "user", 100),
+    ]
     got = nr.next_request(grown, overhead=0, model="claude-sonnet-4-5", unrecorded_tokens=None)
     assert got.factor == pytest.approx(1.2) and got.tokens == 3_400 + round(1.2 * 150)
     # A ratio out of bounds is held to them; shrinking context is no tokenizer figure.
-    wild = [fig(0, "user", 10), fig(1, "assistant", 100, inp=1_000), fig(2, "user", 1_900),
-            fig(3, "assistant", 0, inp=20_000), fig(4, "assistant", 0, inp=500)]  # fmt: skip
+    wild = [
+        fig(0, "user", 10),
+        fig(1, "assistant", 100, inp=1_000),
+        fig(2, "user", 1_900),
+        fig(3, "assistant", 0, inp=20_000),
+        fig(4, "assistant", 0, inp=500),
+    ]
     assert nr.calibrated_factor(wild, nr.measured_turns(wild), 1.0) == nr.FACTOR_BOUNDS[1]
 
 
 def test_unrecorded_is_inferred_at_the_first_measured_turn() -> None:
-    figures = [fig(0, "user", 40), fig(1, "assistant", 25, inp=1_043), fig(2, "user", 5),
-               fig(3, "assistant", 5, inp=1_200)]  # fmt: skip
+    figures = [
+        fig(0, "user", 40),
+        fig(1, "assistant", 25, inp=1_043),
+        fig(2, "user", 5),
+        fig(3, "assistant", 5, inp=1_200),
+    ]
     assert nr.unrecorded(figures, overhead=3) == nr.Unrecorded(1_000, 1)
     assert nr.unrecorded(figures[:1], overhead=3) == nr.Unrecorded(None, None)
     # An estimate above the measurement records nothing missing (never negative).
@@ -84,28 +108,43 @@ def test_unrecorded_is_inferred_at_the_first_measured_turn() -> None:
 
 
 def test_largest_keeps_the_ten_heaviest_in_order_with_ties_in_record_order() -> None:
-    blocks = [nr.HeavyBlock(seq, b, "text", (seq * 7 + b) % 13) for seq in range(40)
-              for b in range(3)]  # fmt: skip
+    blocks = [
+        nr.HeavyBlock(seq=seq, block=b, kind="text", tokens=(seq * 7 + b) % 13)
+        for seq in range(40)
+        for b in range(3)
+    ]
     top = nr.largest(iter(blocks))
     assert len(top) == nr.LARGEST
     assert [b.tokens for b in top] == sorted((b.tokens for b in top), reverse=True)
     assert top == sorted(blocks, key=lambda b: (-b.tokens, b.seq, b.block))[: nr.LARGEST]
-    assert top[0].as_json() == {"seq": top[0].seq, "block": top[0].block, "kind": "text",
-                                "tokens": 12}  # fmt: skip
+    assert top[0].as_json() == {
+        "seq": top[0].seq,
+        "block": top[0].block,
+        "kind": "text",
+        "tokens": 12,
+    }
 
 
 def test_heavy_blocks_are_what_each_block_sends_under_its_kind() -> None:
     image = replay.ImageBlock("image/png", "iVBORw0KGgo=", 512, 512)
     message = replay.StoredMessage(
-        "user", (replay.TextBlock("hello there"), image, replay.TextBlock("  "),
-                 replay.ToolResultBlock("c1", "grep", "x " * 300)),
-    )  # fmt: skip
+        "user",
+        (
+            replay.TextBlock("hello there"),
+            image,
+            replay.TextBlock("  "),
+            replay.ToolResultBlock("c1", "grep", "x " * 300),
+        ),
+    )
     count = tokens.message_count(message, vision=True, shape="openai")
     found = list(nr.heavy_blocks(7, count))
     # The blank text between the image and the result still joins the result's run.
     assert [(b.block, b.kind) for b in found] == [
-        (0, "text"), (1, "image"), (2, "text"), (3, "tool_result"),
-    ]  # fmt: skip
+        (0, "text"),
+        (1, "image"),
+        (2, "text"),
+        (3, "tool_result"),
+    ]
     assert [b.tokens for b in found] == list(count.blocks)
     alone = replay.StoredMessage("user", (image, replay.TextBlock("  ")))
     count = tokens.message_count(alone, vision=True, shape="openai")
@@ -190,8 +229,12 @@ def test_next_request_predicts_the_measured_input_of_real_sessions(shape: replay
         turns = nr.measured_turns(figures)
         for later in turns[1:]:
             upto = later.start - 1
-            got = nr.next_request(figures[: upto + 1], overhead=tokens.REQUEST_OVERHEAD[shape],
-                                  model=model, unrecorded_tokens=None)  # fmt: skip
+            got = nr.next_request(
+                figures[: upto + 1],
+                overhead=tokens.REQUEST_OVERHEAD[shape],
+                model=model,
+                unrecorded_tokens=None,
+            )
             assert got.basis == "measured", name
             errors.append(abs(got.tokens - later.input) / later.input)
     errors.sort()
@@ -213,6 +256,7 @@ def test_the_record_alone_misses_most_of_what_claude_code_sends() -> None:
     last = nr.measured_turns(figures)[-1]
     estimate = tokens.REQUEST_OVERHEAD["openai"] + sum(f.tokens for f in figures[: last.start])
     assert estimate < last.input / 5
-    got = nr.next_request(figures[: last.start], overhead=3, model="claude-opus-4-6",
-                          unrecorded_tokens=None)  # fmt: skip
+    got = nr.next_request(
+        figures[: last.start], overhead=3, model="claude-opus-4-6", unrecorded_tokens=None
+    )
     assert abs(got.tokens - last.input) / last.input < 0.02

@@ -70,9 +70,12 @@ def delete(api: ApiClient, path: str) -> Any:
 
 def note_by(user: User, conversation: Conversation, seq: int = 1, **extra: Any) -> Note:
     return services.note_add(
-        conversation=conversation, message_seq=seq, text=extra.pop("text", "a note"),
-        user=user, **extra,
-    )  # fmt: skip
+        conversation=conversation,
+        message_seq=seq,
+        text=extra.pop("text", "a note"),
+        user=user,
+        **extra,
+    )
 
 
 # -- the API -----------------------------------------------------------------------------------

@@ -168,7 +168,7 @@ def next_of(basis: str, boundary: int | None) -> Any:
     head = SimpleNamespace(
         next=nr.NextRequest(
             tokens=900, basis=basis, measured_seq=None, measured=None, since=0, factor=1.0
-        ),  # fmt: skip
+        ),
         unrecorded=SimpleNamespace(tokens=0),
         boundary=boundary,
     )

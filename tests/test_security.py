@@ -20,8 +20,12 @@ IMG = "<img src=x onerror=alert(1)>"
 HTMX = '<div hx-get="/admin/" hx-trigger="load">x</div>'
 HOSTILE = [SCRIPT, IMG, HTMX]
 ALL = " ".join(HOSTILE)
-TOGGLES = ["vision=1&shape=openai", "vision=0&shape=openai", "vision=1&shape=anthropic",
-           "vision=0&shape=anthropic"]  # fmt: skip
+TOGGLES = [
+    "vision=1&shape=openai",
+    "vision=0&shape=openai",
+    "vision=1&shape=anthropic",
+    "vision=0&shape=anthropic",
+]
 
 
 @pytest.fixture
@@ -105,8 +109,9 @@ def test_hostile_content_is_shown_as_text(operator_client: Client, hostile: Conv
         assert escape(encoded) in html, value
         assert encoded in text, value
     # The projection names the tool and its input verbatim, as the model will read them.
-    compact = json.dumps({"query": f"input {ALL}", "nested": {"k": ALL}},
-                         separators=(",", ":"), ensure_ascii=False)  # fmt: skip
+    compact = json.dumps(
+        {"query": f"input {ALL}", "nested": {"k": ALL}}, separators=(",", ":"), ensure_ascii=False
+    )
     assert f"Tool use: tool {ALL}({compact})" in text
 
 
@@ -218,9 +223,9 @@ def test_pages_send_a_strict_content_security_policy(
 def test_every_response_sends_the_protective_headers(
     operator_client: Client, hostile: Conversation
 ) -> None:
-    for name, response in (every_page(operator_client, hostile) | html_pages(
-        operator_client, hostile
-    )).items():  # fmt: skip
+    for name, response in (
+        every_page(operator_client, hostile) | html_pages(operator_client, hostile)
+    ).items():
         assert response["X-Frame-Options"] == "DENY", name
         assert response["X-Content-Type-Options"] == "nosniff", name
         assert response["Referrer-Policy"] in {"same-origin", "no-referrer"}, name

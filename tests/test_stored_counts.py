@@ -63,7 +63,7 @@ def record() -> Any:
             "assistant",
             [{"type": "reasoning", "text": "looking"}, tool_use("c1", "grep", q="x")],
             {**usage, "id": "r1"},
-        ),  # fmt: skip
+        ),
         ("user", [tool_result("c1", "found it " * 50)], {}),
         ("assistant", [text("It is a red square.")], {**usage, "id": "r2"}),
         ("user", [text(" \n ")], {}),
@@ -211,7 +211,7 @@ def measured_batch(turns: int, offset: int = 0) -> list[Any]:
                 "blocks": [text(f"turn {n}")],
                 "metadata": {"id": f"msg_{offset + n}", "usage": usage},
             }
-        )  # fmt: skip
+        )
         for n in range(turns)
     ]
 

@@ -35,8 +35,21 @@ TOGGLES = [(True, "openai"), (False, "openai"), (True, "anthropic"), (False, "an
 
 # -- a small DOM, built with the standard library's parser ---------------------------------
 
-VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
-        "track", "wbr"}  # fmt: skip
+VOID = {
+    "area",
+    "base",
+    "br",
+    "col",
+    "embed",
+    "hr",
+    "img",
+    "input",
+    "link",
+    "meta",
+    "source",
+    "track",
+    "wbr",
+}
 
 
 @dataclass(eq=False)
@@ -536,9 +549,11 @@ def test_projection_side_is_exactly_the_projection_functions_output(
                     img = item.find("img")
                     assert "thumb" in img.classes
                     assert img.attrs["src"] == f"/c/{rich.id}/m/{seq}/b/{image.seq}/image"
-                    data = part["image_url"]["url"].split(",")[1] if shape == "openai" else (
-                        part["source"]["data"]
-                    )  # fmt: skip
+                    data = (
+                        part["image_url"]["url"].split(",")[1]
+                        if shape == "openai"
+                        else (part["source"]["data"])
+                    )
                     served = operator_client.get(img.attrs["src"])
                     assert served.content == base64.b64decode(data)
         lifted = projection.find_all(cls="note")
@@ -949,8 +964,9 @@ def test_download_does_not_accept_a_bearer_token_alone(
     assert response.status_code == 302
 
 
-@pytest.mark.parametrize(("block", "media_type", "fmt"), [(1, "image/png", "PNG"),
-                                                          (3, "image/jpeg", "JPEG")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("block", "media_type", "fmt"), [(1, "image/png", "PNG"), (3, "image/jpeg", "JPEG")]
+)
 def test_image_view_serves_the_stored_bytes_with_their_type(
     operator_client: Client, rich: Conversation, block: int, media_type: str, fmt: str
 ) -> None:
@@ -995,8 +1011,9 @@ def test_image_view_never_serves_svg(operator_client: Client, rich: Conversation
 
     from conversations.record.models import Block
 
-    svg = base64.b64encode(b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script>'
-                           b"</svg>").decode()  # fmt: skip
+    svg = base64.b64encode(
+        b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>'
+    ).decode()
     # Not through the write path...
     with pytest.raises(ValidationError):
         BLOCK_ADAPTER.validate_python({"type": "image", "media_type": "image/svg+xml", "data": svg})

@@ -24,10 +24,18 @@ def record(turns: int = 60) -> Any:
     ]
     for i in range(turns):
         messages.append(
-            ("assistant", [{"type": "reasoning",
-                            "text": compact.CLEARED_REASONING if i == 9 else f"step {i}"},
-                           tool_use(f"c{i}", "grep" if i % 3 else "ls", q=str(i))], {})
-        )  # fmt: skip
+            (
+                "assistant",
+                [
+                    {
+                        "type": "reasoning",
+                        "text": compact.CLEARED_REASONING if i == 9 else f"step {i}",
+                    },
+                    tool_use(f"c{i}", "grep" if i % 3 else "ls", q=str(i)),
+                ],
+                {},
+            )
+        )
         said = compact.CLEARED_RESULT if i == 7 else f"result {i} " * 5  # once already cleared
         user = [tool_result(f"c{i}", said)]
         if i % 17 == 4:
@@ -51,7 +59,7 @@ SIDES = [
     (
         {"compact": "microcompact", "keep": "5"},
         {"compact": "clear_tool_uses", "trigger": "10", "exclude_tools": "ls"},
-    ),  # fmt: skip
+    ),
     ({"vision": True}, {"vision": False}),
     ({"compact": "boundary"}, {"vision": False}),
 ]
