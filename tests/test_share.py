@@ -608,3 +608,28 @@ def test_every_response_under_a_link_carries_the_share_headers(method: str, rest
     for name, value in SHARE_HEADERS.items():
         assert response[name] == value, (name, response.status_code)
     assert "Content-Security-Policy" in response
+
+
+def without_csrf(response: Any) -> str:
+    return re.sub(r'"X-CSRFToken": "[^"]*"', "", response.content.decode())
+
+
+@pytest.mark.parametrize(
+    "rest", ["c/not-a-uuid/", "c/{upper}/", "c/{id}x/", "c/not-a-uuid/m/0/wire", "c/1234/find"]
+)
+def test_a_malformed_conversation_id_answers_as_another_conversation_does(rest: str) -> None:
+    # The paths take `<uuid:…>`: an id that is no UUID (or not in its canonical form) falls
+    # to the share site's catch-all, which answers as a path to another conversation does.
+    conversation = conversation_with(2)
+    other = conversation_with(1, title="Other")
+    link, token = share(conversation)
+    url = path(token, rest.format(id=conversation.id, upper=str(conversation.id).upper()))
+    expected = Client().get(path(token, f"c/{other.id}/"))
+    for method, status in (("get", 404), ("post", 405)):
+        response = getattr(Client(), method)(url)
+        assert response.status_code == status, (method, url)
+        for name, value in SHARE_HEADERS.items():
+            assert response[name] == value, name
+    assert without_csrf(Client().get(url)) == without_csrf(expected)
+    services.share_revoke(link=link)
+    assert Client().get(url).status_code == 410

@@ -151,7 +151,7 @@ def share_view(view: View) -> View:
         if link_state(link) != "active":
             return _gone(request, link)
         conversation_id = kwargs.pop("conversation_id", None)
-        if conversation_id is not None and conversation_id != str(link.conversation_id):
+        if conversation_id is not None and conversation_id != link.conversation_id:
             return _not_found(request)  # another conversation: not reachable from here
         try:
             query = ReplayOptions.from_query(request.GET)
