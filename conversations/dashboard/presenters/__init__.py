@@ -46,6 +46,8 @@ from conversations.dashboard.presenters.messages import (
     compaction_views,
     message_views,
     more_blocks,
+    read_only,
+    with_notes,
     without_images,
 )
 from conversations.dashboard.presenters.metadata import (
@@ -59,8 +61,6 @@ from conversations.dashboard.presenters.notes import (
     NotesView,
     note_item,
     notes_view,
-    read_only,
-    with_notes,
 )
 from conversations.dashboard.presenters.pressure import margin_counts, pressure_view
 from conversations.dashboard.presenters.sharing import shares_panel

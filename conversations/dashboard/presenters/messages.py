@@ -11,15 +11,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import secrets
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, assert_never, cast
+from typing import assert_never, cast
 
 from django.urls import reverse
 
 from conversations.core import blocks, compact, preview, replay
 from conversations.core import next_request as nr
+from conversations.core.notes import MessageNotes
 from conversations.dashboard.presenters.links import (
     block_text_url,
     image_url,
@@ -34,6 +36,7 @@ from conversations.dashboard.presenters.metadata import (
     message_meta,
     source_time,
 )
+from conversations.dashboard.presenters.notes import NONE, NotesView, notes_view
 from conversations.dashboard.presenters.pressure import TokensView
 from conversations.dashboard.presenters.protocols import ConversationLike
 from conversations.dashboard.presenters.texts import (
@@ -56,9 +59,6 @@ from conversations.record.rows import (
     PreviewRow,
     block_value,
 )
-
-if TYPE_CHECKING:
-    from conversations.dashboard.presenters.notes import NotesView
 
 
 @dataclass(frozen=True)
@@ -448,3 +448,37 @@ def tool_pairs_view(pairs: Pairs) -> ToolPairsView | None:
     if not pairs.results and not pairs.calls:
         return None
     return ToolPairsView(json.dumps(pairs.results), json.dumps(pairs.calls))
+
+
+def with_notes(
+    conversation_id: uuid.UUID | str,
+    views: Sequence[MessageView],
+    notes: Mapping[int, MessageNotes],
+    *,
+    readonly: bool = False,
+) -> list[MessageView]:
+    """The message views with their notes (`notes`: message seq → its notes)."""
+    return [
+        dataclasses.replace(
+            view,
+            notes=notes_view(
+                conversation_id,
+                view.seq,
+                view.block_count,
+                notes.get(view.seq, NONE),
+                readonly=readonly,
+            ),
+        )
+        for view in views
+    ]
+
+
+def read_only(views: Sequence[MessageView], shown: bool) -> list[MessageView]:
+    """A share link's views: the notes without controls when the link shows them, else none."""
+    return [
+        dataclasses.replace(
+            view,
+            notes=dataclasses.replace(view.notes, add_url="") if shown and view.notes else None,
+        )
+        for view in views
+    ]

@@ -7,9 +7,7 @@ buttons to whom they apply (the server checks every change again)."""
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -23,7 +21,6 @@ from conversations.core.notes import (
     NoteValue,
 )
 from conversations.dashboard.presenters.links import note_add_url
-from conversations.dashboard.presenters.messages import MessageView
 
 NONE = MessageNotes()
 
@@ -106,37 +103,3 @@ def notes_view(
         error=error,
         hidden=notes.hidden,
     )
-
-
-def with_notes(
-    conversation_id: uuid.UUID | str,
-    views: Sequence[MessageView],
-    notes: Mapping[int, MessageNotes],
-    *,
-    readonly: bool = False,
-) -> list[MessageView]:
-    """The message views with their notes (`notes`: message seq → its notes)."""
-    return [
-        dataclasses.replace(
-            view,
-            notes=notes_view(
-                conversation_id,
-                view.seq,
-                view.block_count,
-                notes.get(view.seq, NONE),
-                readonly=readonly,
-            ),
-        )
-        for view in views
-    ]
-
-
-def read_only(views: Sequence[MessageView], shown: bool) -> list[MessageView]:
-    """A share link's views: the notes without controls when the link shows them, else none."""
-    return [
-        dataclasses.replace(
-            view,
-            notes=dataclasses.replace(view.notes, add_url="") if shown and view.notes else None,
-        )
-        for view in views
-    ]
