@@ -92,8 +92,8 @@ bench: install
 	$(BIN)/python -m tests.bench_streams || status=1; \
 	exit $$status
 
-# Issue 18 at full size on PostgreSQL, apart from `bench` for it takes long (about half an
-# hour on a loaded 2-core machine): builds a throwaway database of SCALE_MESSAGES messages
+# docs/benchmarks.md's million-message figures on PostgreSQL, apart from `bench` for they take
+# long (about half an hour on a loaded 2-core machine): builds a throwaway database of SCALE_MESSAGES messages
 # with COPY, measures search, the finder, storage and ingest against their targets, drops it.
 SCALE_MESSAGES ?= 1000000
 bench-scale: install

@@ -1,6 +1,6 @@
-"""Vendored assets (issue 3, "Assets"): htmx and its WebSocket extension are files in static/
-at pinned versions recorded with their SHA-256, loaded by base.html, never from a CDN. Our
-page scripts are ES modules (issue 15) whose imports survive collectstatic's hashing."""
+"""Vendored assets (docs/architecture.md, `templates/`): htmx and its WebSocket extension are files
+in static/ at pinned versions recorded with their SHA-256, loaded by base.html, never from a CDN.
+Our page scripts are ES modules whose imports survive collectstatic's hashing."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def test_no_template_loads_anything_from_another_origin(path: Path) -> None:
     assert "unpkg.com" not in source and "jsdelivr" not in source and "cdnjs" not in source
 
 
-# -- /favicon.ico (issue 11) ------------------------------------------------------------
+# -- /favicon.ico ---------------------------------------------------------------------
 
 
 def test_favicon_ico_redirects_to_the_svg_icon(client: Client) -> None:
@@ -132,7 +132,7 @@ def test_theme_script_runs_in_the_head_before_the_first_paint() -> None:
     assert finders.find("replay-theme.js")
 
 
-# -- the page scripts are ES modules (issue 15) -------------------------------------------
+# -- the page scripts are ES modules (docs/architecture.md) ----------------------------------------
 
 STATIC = ROOT / "static"
 SCRIPT_TAG = re.compile(r"<script\b[^>]*>", re.IGNORECASE)

@@ -1,4 +1,4 @@
-"""Coalescing only while behind (issue 17 §1, docs/contract.md §4): the outbox sends an add
+"""Coalescing only while behind (docs/contract.md §4, Live delivery): the outbox sends an add
 at once (the leading edge); adds of one conversation that queue while an earlier send is
 under way go out together as one `conversation.changed` naming where each message now
 ends; no timer holds anything. Order is kept: what queued before another event of the

@@ -1,4 +1,5 @@
-"""Reads during writes (issue 8): every read serves one consistent snapshot, never a 500.
+"""Reads during writes (docs/contract.md §3): every read serves one consistent snapshot, never a
+500.
 
 `message_rows` reads messages, then blocks; whatever commits between the two queries (a new
 message, a block on a message already read) is left out, so each message carries exactly

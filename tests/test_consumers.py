@@ -1,4 +1,4 @@
-"""Live sockets (docs/contract.md §4, issue 4) driven in-process through the real ASGI application.
+"""Live sockets (docs/contract.md §4) driven in-process through the real ASGI application.
 
 Every pushed fragment is compared with what a fresh page load renders for the same
 message and toggles (docs/architecture.md, One rendering path); refusals, resume, gap

@@ -1,7 +1,7 @@
-"""The conversation list's filters and columns (issue 11): "has errors", "unanswered tool
-call" and the model, kept on each conversation's row by the one write path, backfilled by
-migration 0008, filtered through partial indexes on both databases, on the page, in the
-API and in the live rows."""
+"""The conversation list's filters and columns (docs/guide/dashboard.md): "has errors", "unanswered
+tool call" and the model, kept on each conversation's row by the one write path, backfilled by
+migration 0008, filtered through partial indexes on both databases, on the page, in the API and in
+the live rows."""
 
 from __future__ import annotations
 

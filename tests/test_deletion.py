@@ -1,6 +1,6 @@
-"""Deleting whole conversations (docs/contract.md §1, §3; issue 7 finding 9): the API, the admin and
-the retention command, all through services.conversation_delete; nothing else touched,
-and messages and blocks still never deleted one by one."""
+"""Deleting whole conversations (docs/contract.md §1, §3; docs/guide/dashboard.md, Deletion and
+retention): the API, the admin and the retention command, all through services.conversation_delete;
+nothing else touched, and messages and blocks still never deleted one by one."""
 
 from __future__ import annotations
 

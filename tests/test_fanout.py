@@ -1,7 +1,7 @@
-"""One process's fan-out (issue 17 §1, docs/architecture.md): a conversation's group has one
-member per process however many sockets watch; each change is rendered once per view and
-every socket of the view gets the same frame; a socket that is busy catches up on its own,
-in order; changes that come while a delivery is under way go out together, after it.
+"""One process's fan-out (docs/contract.md §4, Live delivery; docs/architecture.md): a
+conversation's group has one member per process however many sockets watch; each change is rendered
+once per view and every socket of the view gets the same frame; a socket that is busy catches up on
+its own, in order; changes that come while a delivery is under way go out together, after it.
 
 Driven in-process through the real ASGI application and the in-memory layer, as
 tests/test_consumers.py; the same over real daphne processes and Redis is in

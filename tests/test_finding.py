@@ -1,5 +1,5 @@
-"""The conversation page's finder (issue 11): GET /c/ID/find — search hits, the next block
-of a kind, the next problem — and the tool rounds a window holds one half of.
+"""The conversation page's finder (docs/guide/dashboard.md): GET /c/ID/find — search hits, the next
+block of a kind, the next problem — and the tool rounds a window holds one half of.
 
 Every answer is bounded (a page of hits, one step of messages), refuses bad parameters
 with a JSON 400 naming them, never carries markup, and stays inside a share link's scope.
@@ -72,7 +72,7 @@ def test_next_problem_is_the_one_failing_tool_call_far_outside_the_window(
     assert body["found"] == {
         "seq": 151, "block": 0, "type": "tool_result", "what": "error", "call_id": "call-150",
     }  # fmt: skip
-    # And backwards from the tail, in one lookup too (the marks, issue 18).
+    # And backwards from the tail, in one lookup too (the marks, docs/api.md, Search).
     body = find(operator_client, conversation, kind="problem", before="1900")
     assert body["found"]["seq"] == 151 and body["resume"] is None
 

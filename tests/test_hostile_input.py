@@ -1,4 +1,4 @@
-"""Hostile input (issue 7, findings 1–4 and the 201 part of 10): no response echoes request
+"""Hostile input (docs/api.md, Security): no response echoes request
 input as markup; docs/contract.md §3's JSON limits (depth, duplicate keys, exact numbers) hold on
 every writer; whatever is accepted is served by every read path; 201 answers echo no bodies."""
 

@@ -1,5 +1,5 @@
 """Live updates end to end: real daphne servers, a real WebSocket client (`websockets`),
-blocks posted through the HTTP API with a token (issue 4, docs/contract.md §4).
+blocks posted through the HTTP API with a token (docs/contract.md §4).
 
 The client below does what static/replay-live.js does: it starts from the page it
 loaded, reports its position in a `resume` frame on every (re)connect, and applies each
@@ -464,7 +464,7 @@ def test_burst_of_blocks_is_all_applied_and_equals_a_fresh_page(
     streamed = [a.blocks for a in client.received if a.seq == 0]
     assert streamed[-1] == 16
     # Each position at most once and in order: a watcher that keeps up gets every add as it
-    # comes (issue 17: coalescing only while behind), one that lags fewer, larger frames.
+    # comes (docs/contract.md §4: merged only while behind), one that lags fewer, larger frames.
     assert streamed == sorted(set(streamed)), streamed
 
 
@@ -626,9 +626,9 @@ def test_server_restarted_under_connected_clients_ends_with_the_record(
 def test_many_watchers_of_several_views_get_every_change_once_in_order(
     daphne: Server, api: Api, cookie: str, watchers: list[LiveClient]
 ) -> None:
-    """Issue 17 §1: one rendering per view and change, the same frame to every socket of the
-    view, changes that come faster than they are delivered told together; every watcher
-    still ends with every message and block, each position once and in order."""
+    """docs/contract.md §4, Live delivery: one rendering per view and change, the same frame to
+    every socket of the view, changes that come faster than they are delivered told together; every
+    watcher still ends with every message and block, each position once and in order."""
     conversation_id = api.conversation()
     api.message(conversation_id, "system", text("be brief"))
     views = ["vision=1&shape=openai"] * 6 + ["vision=0&shape=anthropic"] * 4

@@ -1,4 +1,5 @@
-"""The Markdown export (issue 11): the record, then the projection exactly as `project` gave it."""
+"""The Markdown export (docs/api.md): the record, then the projection exactly as `project` gave
+it."""
 
 from __future__ import annotations
 

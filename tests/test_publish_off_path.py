@@ -1,5 +1,6 @@
-"""Fan-out is never on the request's path (issue 8 §4): in a server, a POST hands its one
-event to the event loop's outbox and answers; a hanging channel layer costs it nothing."""
+"""Fan-out is never on the request's path (docs/architecture.md, The path of one new block): in a
+server, a POST hands its one event to the event loop's outbox and answers; a hanging channel layer
+costs it nothing."""
 
 from __future__ import annotations
 

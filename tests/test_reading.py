@@ -1,7 +1,7 @@
-"""Reading a conversation (issue 11): fold labels with sizes, tool inputs on one line when
-short, the metadata of a message and of a conversation in the headers (absent or odd
-values show nothing, hostile ones are text), server-rendered times, and the per-message
-record and projection endpoints behind the page's copy buttons."""
+"""Reading a conversation (docs/guide/dashboard.md): fold labels with sizes, tool inputs on one line
+when short, the metadata of a message and of a conversation in the headers (absent or odd values
+show nothing, hostile ones are text), server-rendered times, and the per-message record and
+projection endpoints behind the page's copy buttons."""
 
 from __future__ import annotations
 

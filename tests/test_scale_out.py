@@ -1,4 +1,5 @@
-"""Scale-out (issue 4): two daphne processes sharing PostgreSQL and a private Redis.
+"""Scale-out (docs/contract.md §4, Live delivery): two daphne processes sharing PostgreSQL and a
+private Redis.
 
 A block ingested through one process reaches the watchers of both; Redis stopped,
 restarted or hanging in the middle of ingest loses nothing: every POST still answers 201
@@ -243,9 +244,9 @@ def test_redis_outage_during_ingest_loses_nothing(
 def test_watchers_on_both_processes_get_every_change_once_in_order(
     pair: tuple[Server, Server], token: str, watchers: list[LiveClient]
 ) -> None:
-    """Issue 17 §1 over Redis: each process joins the conversation's group once and renders
-    each change once per view; changes posted through both processes, faster than one at
-    a time, reach every watcher on both exactly once, in order."""
+    """docs/contract.md §4's live delivery over Redis: each process joins the conversation's group
+    once and renders each change once per view; changes posted through both processes, faster than
+    one at a time, reach every watcher on both exactly once, in order."""
     a, b = pair
     cookie = operator_cookie()
     apis = [Api(a, token), Api(b, token)]

@@ -408,7 +408,7 @@ def test_an_imported_transcript_is_searchable_by_title_and_blocks(api: ApiClient
     assert found(api, "locate_person") == {cid}
 
 
-# --- at scale (issue 18): what is indexed, and the same answers by either path ----------
+# --- at scale (docs/api.md, Search): what is indexed, and the same answers by either path
 
 
 def test_a_tool_result_is_indexed_in_its_start_and_its_end(api: ApiClient) -> None:

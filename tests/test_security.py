@@ -1,5 +1,6 @@
-"""The dashboard treats model and tool output as hostile (issue 3, "Security of the page"):
-always escaped, inert under htmx, no inline script, strict headers, CSRF through hx-headers."""
+"""The dashboard treats model and tool output as hostile (docs/guide/dashboard.md, Live sockets and
+security): always escaped, inert under htmx, no inline script, strict headers, CSRF through
+hx-headers."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The hot reads touch messages and blocks only (issue 8): no join to conversations, which
-an inherited `Meta.ordering` would add to every unordered query to sort by `updated_at`."""
+"""The hot reads touch messages and blocks only (docs/architecture.md, `conversations/record/`): no
+join to conversations, which an inherited `Meta.ordering` would add to every unordered query to sort
+by `updated_at`."""
 
 from __future__ import annotations
 

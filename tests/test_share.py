@@ -1,5 +1,5 @@
-"""Share links (docs/contract.md §8, issue 11): the API, the share site's scope, revocation and
-expiry.
+"""Share links (docs/contract.md §8, docs/guide/share-links.md): the API, the share site's scope,
+revocation and expiry.
 
 Every share endpoint is tried inside and outside its link's scope, and the table at the
 bottom lists what a share token reaches and what it must not.

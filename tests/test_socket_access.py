@@ -1,4 +1,4 @@
-"""Who keeps a live socket (docs/contract.md §4, issues 7 and 8): close codes the page can read,
+"""Who keeps a live socket (docs/contract.md §4, Socket closes): close codes the page can read,
 access lost within 10 s, the Origin's scheme, host and port, the per-user cap, the
 handshake's query count, and deletion closing a conversation's sockets with 4404.
 

@@ -599,7 +599,7 @@ def test_record_side_shows_each_block_for_its_type(
     use = call.find("section", "block-tool_use")
     assert use.find("code", "name").text == "describe"
     assert "call_1" in use.find(cls="call-id").text
-    # A short input is one line of JSON, its key order kept (issue 11).
+    # A short input is one line of JSON, its key order kept (docs/guide/dashboard.md).
     assert use.find("pre").text == '{"b": 1, "a": [1, 2], "note": "ünïcode"}'
     error = root.by_id("m-5")
     assert error is not None
@@ -764,7 +764,7 @@ def test_long_tool_output_is_folded_with_show_all_and_kept_whole(
         button = parent.following(pre)
         assert button is not None and button.tag == "button"
         assert "show-all" in button.classes
-        assert button.text.startswith("show all 40 lines, ")  # its size (issue 11)
+        assert button.text.startswith("show all 40 lines, ")  # its size
         assert output in pre.text
     for region in (short.find(cls="record"), short.find(cls="projection")):
         assert "folded" not in region.find("pre").classes

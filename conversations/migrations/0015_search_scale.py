@@ -1,4 +1,4 @@
-"""Search at scale (issue 18): on PostgreSQL the words' tsvector is no longer stored beside
+"""Search at scale (docs/api.md, Search): on PostgreSQL the words' tsvector is no longer stored beside
 them; one GIN index holds the conversation and the words' lexemes (btree_gin), so a search
 finds its conversations, or its hits in one conversation, without walking either. Indexes
 that others already cover are dropped (a message's conversation, a block's message, the

@@ -1,8 +1,8 @@
-"""axe-core over every page state (issue 21 §3): the sign-in page, the list (empty, with
-rows, search results, filtered by alerts), a conversation (toggles, folded blocks, notes,
-alerts, the finder, the share links), the message page, the compaction preview, the diff,
-the comparison and the share pages, in both themes at 1440 and 390 px. Any violation of
-WCAG 2.1 A/AA or of axe's best practices fails the run, listed rule by rule.
+"""axe-core over every page state (docs/guide/dashboard.md, Accessibility): the sign-in page, the
+list (empty, with rows, search results, filtered by alerts), a conversation (toggles, folded blocks,
+notes, alerts, the finder, the share links), the message page, the compaction preview, the diff, the
+comparison and the share pages, in both themes at 1440 and 390 px. Any violation of WCAG 2.1 A/AA or
+of axe's best practices fails the run, listed rule by rule.
 
 axe is vendored for these tests only (tests/browser/vendor/README.md) and injected into
 each page; the app's CSP refuses injected script, so this module's browser context

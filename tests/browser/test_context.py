@@ -1,4 +1,4 @@
-"""Context pressure in a real browser (issue 10, docs/contract.md §7): the pressure view's counts
+"""Context pressure in a real browser (docs/contract.md §7): the pressure view's counts
 follow new blocks over the socket, the compaction preview's toggle and highlighting, and
 the projection diff, each checked against the API's own numbers."""
 

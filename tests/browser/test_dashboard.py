@@ -1,5 +1,5 @@
 """The dashboard in a real browser: Debian's Chromium, driven by Playwright, against the
-real daphne server on the test database (docs/contract.md §4, issue 3)."""
+real daphne server on the test database (docs/contract.md §4)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""The finder in a real browser (issue 11), at 1440 px and at 390 px: block filters, `/`
-search stepping across the window boundary, n / N to the one failing tool call of a
-2,000-message run, the `?` help, and tool rounds (links both ways, the hover pair, the
-"no result" marker and its removal when the result arrives live)."""
+"""The finder in a real browser (docs/guide/dashboard.md), at 1440 px and at 390 px: block filters,
+`/` search stepping across the window boundary, n / N to the one failing tool call of a
+2,000-message run, the `?` help, and tool rounds (links both ways, the hover pair, the "no result"
+marker and its removal when the result arrives live)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Keyboard and screen-reader users in Chromium (issue 21 §3): focus never falls to <body>
-when the page changes under it (Load earlier/later, the toggles, Share, Revoke, the
-new-messages pill, Esc in the search box), the list's import works without a mouse, and the
-page's one polite status region says what changed, summarised, without taking the focus."""
+"""Keyboard and screen-reader users in Chromium (docs/contract.md §4, Keyboard and screen readers):
+focus never falls to <body> when the page changes under it (Load earlier/later, the toggles, Share,
+Revoke, the new-messages pill, Esc in the search box), the list's import works without a mouse, and
+the page's one polite status region says what changed, summarised, without taking the focus."""
 
 from __future__ import annotations
 

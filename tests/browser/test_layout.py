@@ -1,7 +1,7 @@
-"""Layout, themes and contrast in Chromium (issue 11): no horizontal overflow on phones,
-labelled sides when record and projection stack, two toggle groups with one choice each,
-a remembered theme switch applied before the first paint, WCAG AA contrast of every text
-in both themes, and the empty conversation's empty state."""
+"""Layout, themes and contrast in Chromium (docs/guide/dashboard.md): no horizontal overflow on
+phones, labelled sides when record and projection stack, two toggle groups with one choice each, a
+remembered theme switch applied before the first paint, WCAG AA contrast of every text in both
+themes, and the empty conversation's empty state."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The conversation list in a real browser (issue 11): its filters, its number columns and
-its search box, at desktop (1440 px) and phone (390 px) widths."""
+"""The conversation list in a real browser (docs/guide/dashboard.md): its filters, its number
+columns and its search box, at desktop (1440 px) and phone (390 px) widths."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Live updates in a real browser (issue 4, docs/contract.md §4): Debian's Chromium, driven by
+"""Live updates in a real browser (docs/contract.md §4): Debian's Chromium, driven by
 Playwright, watching pages served by a real daphne while an agent posts through the HTTP
 API with a bearer token. What is asserted is what the operator sees: content appears
 without a reload, exactly once, after any close and any server restart."""
@@ -463,7 +463,7 @@ def test_list_catches_up_after_its_socket_was_closed(operator_page, agent):
     expect(rows).to_have_count(2)
 
 
-# --- 10. bounds and following (docs/contract.md §4, issue 8 §3) -----------------------------------
+# --- 10. bounds and following (docs/contract.md §4, Bounds) ---------------------------------------
 
 
 def lines(label: str, count: int = 30) -> dict[str, Any]:

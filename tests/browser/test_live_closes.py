@@ -1,5 +1,5 @@
-"""The server's final answers reach the page (docs/contract.md §4, issue 8): after a sign-out the
-page stops reconnecting and offers the sign-in page; a deleted conversation's page says so and
+"""The server's final answers reach the page (docs/contract.md §4, Socket closes): after a sign-out
+the page stops reconnecting and offers the sign-in page; a deleted conversation's page says so and
 stops; the list drops a deleted conversation's row. Real Chromium, real daphne."""
 
 from __future__ import annotations

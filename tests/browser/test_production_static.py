@@ -1,6 +1,6 @@
-"""The page scripts as production serves them (issue 15): `collectstatic` with the manifest
-storage, then daphne with DJANGO_DEBUG=0 and whitenoise. The scripts are ES modules that
-import each other; their imports must reach the hashed files, served as JavaScript."""
+"""The page scripts as production serves them (docs/architecture.md, `templates/`): `collectstatic`
+with the manifest storage, then daphne with DJANGO_DEBUG=0 and whitenoise. The scripts are ES
+modules that import each other; their imports must reach the hashed files, served as JavaScript."""
 
 from __future__ import annotations
 

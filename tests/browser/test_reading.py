@@ -1,7 +1,7 @@
-"""Reading a conversation in a real browser (issue 11): compact mode at 1440 and 390 px,
-fold labels with sizes, collapse / expand all (messages arriving live included), the
-metadata of a real imported session in the headers, local times with UTC on hover, and
-the copy buttons' clipboard against the API's record and replay."""
+"""Reading a conversation in a real browser (docs/guide/dashboard.md): compact mode at 1440 and 390
+px, fold labels with sizes, collapse / expand all (messages arriving live included), the metadata of
+a real imported session in the headers, local times with UTC on hover, and the copy buttons'
+clipboard against the API's record and replay."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Zoom and reflow (issue 21 §3, WCAG 2.1 1.4.10 and 2.4.7): at 200 % zoom (a 720×450
-viewport) and on a phone no Tab stop of a conversation page is hidden behind the sticky
-header or the bottom toolbar, and at 320 px no page scrolls sideways."""
+"""Zoom and reflow (docs/guide/dashboard.md, Accessibility; WCAG 2.1 1.4.10 and 2.4.7): at 200 %
+zoom (a 720×450 viewport) and on a phone no Tab stop of a conversation page is hidden behind the
+sticky header or the bottom toolbar, and at 320 px no page scrolls sideways."""
 
 from __future__ import annotations
 
