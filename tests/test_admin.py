@@ -253,9 +253,11 @@ def test_anthropic_preview_lifts_a_system_message_into_system_as_the_payload_doe
     assert wire not in payload["messages"]
     headings = re.findall(r"<h4>(.*?)</h4>", page)
     assert headings == [
-        "openai · vision on", "openai · vision off",
-        "anthropic · vision on · lifted into system", "anthropic · vision off · lifted into system",
-    ]  # fmt: skip
+        "openai · vision on",
+        "openai · vision off",
+        "anthropic · vision on · lifted into system",
+        "anthropic · vision off · lifted into system",
+    ]
 
 
 def listed_messages(page: str) -> set[int]:

@@ -69,20 +69,28 @@ def test_a_block_origin_is_kept_and_shown_in_the_record(api, conversation):
 @pytest.mark.parametrize(
     ("messages", "mentions"),
     [
-        ([{"role": "user"}] * 3 + [{"role": "user", "blocks": [{"type": "text"}]}],
-         ["messages[3].blocks[0].text", "required"]),
-        ([{"role": "user"}, {"role": "user", "blocks": [{"type": "text", "text": 3}]}],
-         ["messages[1].blocks[0].text"]),
+        (
+            [{"role": "user"}] * 3 + [{"role": "user", "blocks": [{"type": "text"}]}],
+            ["messages[3].blocks[0].text", "required"],
+        ),
+        (
+            [{"role": "user"}, {"role": "user", "blocks": [{"type": "text", "text": 3}]}],
+            ["messages[1].blocks[0].text"],
+        ),
         ([{"role": "tool"}], ["messages[0].role"]),
         ([{"role": "user", "extra": 1}], ["messages[0].extra"]),
-        ([{"role": "user"}, {"role": "assistant", "blocks": [png()]}],
-         ["messages[1].blocks[0]", "user messages"]),
-        ([{"role": "user", "blocks": [text("a") | {"origin": "not an object"}]}],
-         ["messages[0].blocks[0].origin"]),
+        (
+            [{"role": "user"}, {"role": "assistant", "blocks": [png()]}],
+            ["messages[1].blocks[0]", "user messages"],
+        ),
+        (
+            [{"role": "user", "blocks": [text("a") | {"origin": "not an object"}]}],
+            ["messages[0].blocks[0].origin"],
+        ),
         ([{"role": "user", "metadata": {"k": "a\x00b"}}], ["messages[0].metadata"]),
         ([], ["messages"]),
     ],
-)  # fmt: skip
+)
 def test_a_bad_batch_is_refused_whole_naming_the_path(api, conversation, messages, mentions):
     before = state()
     assert_error(api.post(batch_url(conversation["id"]), {"messages": messages}), 400, *mentions)

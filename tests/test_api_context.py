@@ -44,9 +44,16 @@ def agent(api: ApiClient) -> str:
     append(api, cid, "system", [b.text("You are terse.")])
     append(api, cid, "user", [b.text("Look:"), b.png()])
     for i in range(4):
-        append(api, cid, "assistant", [
-            {"type": "reasoning", "text": f"step {i}"}, b.tool_use(f"c{i}", "read", path=f"/f{i}"),
-        ], metadata={"usage": {"input_tokens": 100 + i, "output_tokens": 20}})  # fmt: skip
+        append(
+            api,
+            cid,
+            "assistant",
+            [
+                {"type": "reasoning", "text": f"step {i}"},
+                b.tool_use(f"c{i}", "read", path=f"/f{i}"),
+            ],
+            metadata={"usage": {"input_tokens": 100 + i, "output_tokens": 20}},
+        )
         append(api, cid, "user", [b.tool_result(f"c{i}", f"file {i} " * 40, name="read")])
     return cid
 
@@ -125,9 +132,14 @@ def test_compacted_context_gives_before_after_and_what_changed(api, agent) -> No
 @pytest.mark.parametrize("shape", ["openai", "anthropic"])
 def test_compacted_replay_is_the_projection_of_the_compacted_record(api, agent, shape) -> None:
     response = api.get(
-        f"{LIST}/{agent}/replay", compact="clear_tool_uses", trigger="0", keep="2",
-        clear_tool_inputs="true", shape=shape, vision="0",
-    )  # fmt: skip
+        f"{LIST}/{agent}/replay",
+        compact="clear_tool_uses",
+        trigger="0",
+        keep="2",
+        clear_tool_inputs="true",
+        shape=shape,
+        vision="0",
+    )
     assert response.status_code == 200
     payload = orjson.loads(response.content)
     validate_payload(payload, shape)

@@ -60,8 +60,13 @@ def fold(html: str) -> dict[str, Any] | None:
     if found is None:
         return None
     start, count, changed, label, url = found.groups()
-    return {"from": int(start), "count": int(count), "changed": int(changed),
-            "label": label.strip(), "url": unescape(url)}  # fmt: skip
+    return {
+        "from": int(start),
+        "count": int(count),
+        "changed": int(changed),
+        "label": label.strip(),
+        "url": unescape(url),
+    }
 
 
 def test_a_message_of_many_blocks_is_folded_and_loaded_on_demand(

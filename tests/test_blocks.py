@@ -17,6 +17,9 @@ def test_every_stored_type_name_is_a_kind_and_nothing_else_is() -> None:
 def test_only_tool_use_and_tool_result_are_halves_of_a_tool_round() -> None:
     sides = {kind: blocks.tool_side(kind) for kind in blocks.BLOCK_KINDS}
     assert sides == {
-        "text": None, "tool_use": "call", "tool_result": "result", "reasoning": None,
+        "text": None,
+        "tool_use": "call",
+        "tool_result": "result",
+        "reasoning": None,
         "image": None,
-    }  # fmt: skip
+    }

@@ -144,13 +144,22 @@ UNION = (
 def mypy(tree: Path, cache: Path) -> subprocess.CompletedProcess[str]:
     """The project's own mypy run (strict, django-stubs) over a copy of the tree."""
     return subprocess.run(
-        [sys.executable, "-m", "mypy", "--cache-dir", str(cache), "--no-error-summary",
-         "--show-error-codes", "conversations", "replaysite"],
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--cache-dir",
+            str(cache),
+            "--no-error-summary",
+            "--show-error-codes",
+            "conversations",
+            "replaysite",
+        ],
         cwd=tree,
         capture_output=True,
         text=True,
         timeout=300,
-    )  # fmt: skip
+    )
 
 
 def project_copy(into: Path) -> Path:

@@ -148,9 +148,12 @@ def summary(**changes) -> Summary:
 
 def test_what_changed_says_where_which_tools_and_how_much() -> None:
     line = compare.what_changed(
-        summary(), summary(messages=11, errors=1, tokens=4120), (22, 22),
-        [(22, 22, ("read_file",), ("grep",))], 1,
-    )  # fmt: skip
+        summary(),
+        summary(messages=11, errors=1, tokens=4120),
+        first=(22, 22),
+        swaps=[(22, 22, ("read_file",), ("grep",))],
+        swaps_total=1,
+    )
     assert line == (
         "The runs part at A #22 and B #22; B called `grep` where A called `read_file` at #22; "
         "B has 1 more message; B has 1 more error; B's next request is 3,120 tokens larger."

@@ -24,7 +24,7 @@ def run(*messages: Spec, title: str = "run", metadata: dict[str, Any] | None = N
         services.messages_append(
             conversation=conversation,
             messages=[MessageIn(role=role, blocks=blocks) for role, blocks in messages],
-        )  # fmt: skip
+        )
     conversation.refresh_from_db()
     return conversation
 

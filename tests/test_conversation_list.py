@@ -100,7 +100,7 @@ def test_a_batch_counts_every_error_and_the_last_messages_calls(db: None) -> Non
             services.message_in("user", [error("b")], {}, "m"),
             services.message_in(
                 "assistant", [tool_use("d"), tool_result("d"), tool_use("e")], {"model": "m-3"}, "m"
-            ),  # fmt: skip
+            ),
         ],
     )
     assert columns(c) == (2, 1, "m-3") == recomputed(c)
@@ -184,7 +184,7 @@ def three(db: None) -> dict[str, Conversation]:
     return {
         "errors": store(
             "Deploy failed", ("assistant", [tool_use("a")], {}), ("user", [error("a")], {})
-        ),  # fmt: skip
+        ),
         "open": store("Deploy waiting", ("assistant", [tool_use("b")], {"model": "gpt-5"})),
         "fine": store("Deploy fine", ("user", [text("all good")], {})),
     }
@@ -347,9 +347,11 @@ def test_a_bad_filter_is_a_400_naming_it_in_the_api(api: ApiClient, db: None) ->
 @pytest.mark.sqlite
 @pytest.mark.parametrize(
     ("filters", "index"),
-    [({"has_errors": True}, "conversation_has_errors"),
-     ({"unanswered": True}, "conversation_unanswered")],
-)  # fmt: skip
+    [
+        ({"has_errors": True}, "conversation_has_errors"),
+        ({"unanswered": True}, "conversation_unanswered"),
+    ],
+)
 def test_a_filtered_page_reads_its_partial_index(
     db: None, filters: dict[str, bool], index: str
 ) -> None:
@@ -359,13 +361,17 @@ def test_a_filtered_page_reads_its_partial_index(
     sql, params = found[:25].query.sql_with_params()
     count_sql, count_params = found.order_by().values("pk").query.sql_with_params()
     with connection.cursor() as cursor:
-        for statement, values in ((sql, params), (f"SELECT COUNT(*) FROM ({count_sql}) t",
-                                                    count_params)):  # fmt: skip
+        for statement, values in (
+            (sql, params),
+            (f"SELECT COUNT(*) FROM ({count_sql}) t", count_params),
+        ):
             if connection.vendor == "sqlite":
                 cursor.execute(f"EXPLAIN QUERY PLAN {statement}", values)
                 plan = [str(row[-1]) for row in cursor.fetchall()]
-                assert any(f"USING INDEX {index}" in step or f"USING COVERING INDEX {index}"
-                           in step for step in plan), plan  # fmt: skip
+                assert any(
+                    f"USING INDEX {index}" in step or f"USING COVERING INDEX {index}" in step
+                    for step in plan
+                ), plan
                 assert not any("TEMP B-TREE" in step for step in plan), plan
             else:
                 # A few dozen rows are rightly read whole or sorted after a bitmap scan;
@@ -426,7 +432,7 @@ def test_the_migration_backfills_in_batches_and_keeps_the_order(
                 {"gen_ai.request.model": "m-new"},
                 [use | {"call_id": "b"}, use | {"call_id": "c"}, result | {"call_id": "b"}],
             ),
-        ): (1, 1, "m-new"),  # fmt: skip
+        ): (1, 1, "m-new"),
         conversation(
             "model in an earlier message",
             ("assistant", {"model": "m-1"}, [{"type": "text", "text": "hi"}]),

@@ -36,8 +36,10 @@ def test_openai_against_anthropic_lifts_the_system_message_to_the_front() -> Non
         replay.project(record, shape="openai"), replay.project(record, shape="anthropic")
     )
     assert [(r.status, r.left and r.left.role, r.right and r.right.role) for r in rows] == [
-        ("right", None, "system"), ("same", "user", "user"), ("left", "system", None),
-    ]  # fmt: skip
+        ("right", None, "system"),
+        ("same", "user", "user"),
+        ("left", "system", None),
+    ]
 
 
 def test_an_inserted_message_does_not_shift_the_rest() -> None:
@@ -50,8 +52,11 @@ def test_an_inserted_message_does_not_shift_the_rest() -> None:
 def test_word_diff_marks_only_the_words_that_changed() -> None:
     segments = diff.text_diff("the quick brown fox", "the slow brown fox")
     assert [(x.op, x.text) for x in segments] == [
-        ("equal", "the "), ("delete", "quick"), ("insert", "slow"), ("equal", " brown fox"),
-    ]  # fmt: skip
+        ("equal", "the "),
+        ("delete", "quick"),
+        ("insert", "slow"),
+        ("equal", " brown fox"),
+    ]
 
 
 @given(s.records, s.records, st.booleans(), st.sampled_from(replay.SHAPES))

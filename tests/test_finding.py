@@ -70,8 +70,12 @@ def test_next_problem_is_the_one_failing_tool_call_far_outside_the_window(
     assert body == {"found": None, "resume": None}  # nothing from the window to the end
     body = find(operator_client, conversation, kind="problem")  # from the start: one step
     assert body["found"] == {
-        "seq": 151, "block": 0, "type": "tool_result", "what": "error", "call_id": "call-150",
-    }  # fmt: skip
+        "seq": 151,
+        "block": 0,
+        "type": "tool_result",
+        "what": "error",
+        "call_id": "call-150",
+    }
     # And backwards from the tail, in one lookup too (the marks, docs/api.md, Search).
     body = find(operator_client, conversation, kind="problem", before="1900")
     assert body["found"]["seq"] == 151 and body["resume"] is None
@@ -101,8 +105,12 @@ def test_a_result_arriving_later_answers_the_call(operator_client: Client) -> No
     assert find(operator_client, conversation, kind="problem")["found"]["seq"] == 2
     message = selectors.message_get(conversation, 3)
     assert message is not None
-    services.block_append(message=message, block=MessageIn.model_validate(
-        {"role": "user", "blocks": [tool_result("call-2", "late")]}).blocks[0])  # fmt: skip
+    services.block_append(
+        message=message,
+        block=MessageIn.model_validate(
+            {"role": "user", "blocks": [tool_result("call-2", "late")]}
+        ).blocks[0],
+    )
     assert find(operator_client, conversation, kind="problem")["found"] is None
     # A call answered in the same batch that makes it is never a problem; one answered by
     # a later batch stops being one.
@@ -138,8 +146,12 @@ def test_a_tool_call_without_a_result_anywhere_is_a_problem(operator_client: Cli
     conversation = stored(rounds(40, unanswered_at=20))
     body = find(operator_client, conversation, kind="problem")
     assert body["found"] == {
-        "seq": 20, "block": 1, "type": "tool_use", "what": "unanswered", "call_id": "call-20",
-    }  # fmt: skip
+        "seq": 20,
+        "block": 1,
+        "type": "tool_use",
+        "what": "unanswered",
+        "call_id": "call-20",
+    }
     # A result earlier in the conversation answers a call too (no result with that id at all
     # is what makes a call unanswered), and past it there is nothing more.
     assert find(operator_client, conversation, kind="problem", after="20.1")["found"] is None
@@ -236,8 +248,12 @@ def test_search_finds_hits_across_the_whole_conversation_a_page_at_a_time(
     assert first["offset"] == 0 and first["more"] is True
     assert [h["seq"] for h in first["hits"]] == list(range(0, 1000, 40))
     assert first["hits"][1] == {
-        "seq": 40, "block": 0, "type": "text", "is_error": False, "snippet": "needle number 40",
-    }  # fmt: skip
+        "seq": 40,
+        "block": 0,
+        "type": "text",
+        "is_error": False,
+        "snippet": "needle number 40",
+    }
     rest = find(operator_client, conversation, kind="text", q="needle", after="960.0")
     assert [h["seq"] for h in rest["hits"]] == list(range(1000, 2000, 40))
     assert rest["offset"] == 25 and rest["more"] is False
@@ -508,8 +524,13 @@ def test_n_and_shift_n_step_to_compactions_between_problems(operator_client: Cli
     body = find(operator_client, conversation, kind="problem", before="30")
     assert (body["found"]["seq"], body["found"]["what"]) == (21, "error")
     body = find(operator_client, conversation, kind="problem", before="30.1")
-    assert body["found"] == {"seq": 30, "block": 0, "type": "compaction", "what": "compaction",
-                             "call_id": ""}  # fmt: skip
+    assert body["found"] == {
+        "seq": 30,
+        "block": 0,
+        "type": "compaction",
+        "what": "compaction",
+        "call_id": "",
+    }
     body = find(operator_client, conversation, kind="problem", before="21.0")
     assert (body["found"]["seq"], body["found"]["what"]) == (10, "compaction")
 

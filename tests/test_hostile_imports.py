@@ -45,7 +45,7 @@ REFUSED = {
                 "gen_ai.input.messages": '[{"role":"user","parts":[{"type":"text",'
                 '"content":"a\\ud800"}]}]'
             }
-        ),  # fmt: skip
+        ),
     ),
     "a session line nested 5,000 deep": (
         "",
@@ -73,8 +73,9 @@ def test_a_body_the_record_cannot_hold_is_a_400_naming_where(api: ApiClient, cas
 @pytest.mark.django_db
 def test_tool_arguments_nested_too_deep_are_kept_as_their_string(api: ApiClient) -> None:
     call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": DEEP}}
-    body = {"messages": [{"role": "user", "content": "go"},
-                         {"role": "assistant", "tool_calls": [call]}]}  # fmt: skip
+    body = {
+        "messages": [{"role": "user", "content": "go"}, {"role": "assistant", "tool_calls": [call]}]
+    }
     response = post(api, json.dumps(body).encode(), "?format=openai-chat")
     assert response.status_code == 201, response.content[:300]
     block = Block.objects.get(type="tool_use")

@@ -125,7 +125,7 @@ REFUSALS: dict[str, tuple[dict[str, Any], str, str]] = {
         },
         "data",
         "base64",
-    ),  # fmt: skip
+    ),
     "empty-data": ({"media_type": "image/png", "data": ""}, "data", ""),
     "png-labelled-jpeg": (
         {"media_type": "image/jpeg", "data": b64(image_bytes("PNG"))},
@@ -152,7 +152,7 @@ REFUSALS: dict[str, tuple[dict[str, Any], str, str]] = {
         },
         "data",
         "image/png",
-    ),  # fmt: skip
+    ),
     "text-labelled-png": (
         {"media_type": "image/png", "data": b64(b"just some text, not an image")},
         "data",

@@ -150,9 +150,11 @@ def test_an_empty_file_is_worded_the_same_by_the_drop_the_api_and_the_cli(
     assert dropped.status_code == 400
     said = dropped.json()["error"]
     posted = api.client.post(
-        "/api/imports", raw, content_type="application/octet-stream",
+        "/api/imports",
+        raw,
+        content_type="application/octet-stream",
         headers=api._headers(None),
-    )  # fmt: skip
+    )
     assert posted.status_code == 400
     assert posted.json()["error"] == said
     empty = tmp_path / "empty.json"

@@ -131,9 +131,17 @@ def test_no_raw_html_escapes_from_a_note_a_block_or_a_title() -> None:
     for sep in BREAKS:
         evil = hostile(sep)
         note = NoteValue(
-            id=1, seq=0, block=0, text=evil, labels=("a-b",), author=f"eve{sep}{IMG}",
-            user_id=None, token_label="", created_at=when, updated_at=when,
-        )  # fmt: skip
+            id=1,
+            seq=0,
+            block=0,
+            text=evil,
+            labels=("a-b",),
+            author=f"eve{sep}{IMG}",
+            user_id=None,
+            token_label="",
+            created_at=when,
+            updated_at=when,
+        )
         blocks = (
             TextBlock(evil),
             ReasoningBlock(evil),
@@ -147,8 +155,11 @@ def test_no_raw_html_escapes_from_a_note_a_block_or_a_title() -> None:
         payload = replay.project([r.message for r in rows], vision=True, shape="anthropic")
         text = markdown.conversation_markdown(
             title=f"{IMG}{sep}# {IMG} [x](javascript:alert(1)) &lt;b&gt;",
-            record=rows, payload=payload, shape="anthropic", vision=True,
-        )  # fmt: skip
+            record=rows,
+            payload=payload,
+            shape="anthropic",
+            vision=True,
+        )
         assert rendered_html_tokens(text) == [], repr(sep)
         from markdown_it import MarkdownIt
 
@@ -164,9 +175,17 @@ def test_every_line_of_a_note_stays_in_its_quote_and_fence() -> None:
     when = datetime(2026, 1, 1, tzinfo=UTC)
     for sep in BREAKS:
         note = NoteValue(
-            id=1, seq=0, block=None, text=f"one{sep}two{sep}three", labels=(), author="eve",
-            user_id=None, token_label="", created_at=when, updated_at=when,
-        )  # fmt: skip
+            id=1,
+            seq=0,
+            block=None,
+            text=f"one{sep}two{sep}three",
+            labels=(),
+            author="eve",
+            user_id=None,
+            token_label="",
+            created_at=when,
+            updated_at=when,
+        )
         quoted = markdown.note_markdown(note)
         lines = quoted.split("\n")
         assert all(line.startswith(">") for line in lines), repr(sep)

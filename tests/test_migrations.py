@@ -75,13 +75,17 @@ def test_the_search_migration_writes_the_entries_the_services_write() -> None:
     stored(
         "Émile's ΣΊΣΥΦΟΣ notebook",
         ("user", [text("Straße naïve 東京タワー ok"), png()], {}),
-        ("assistant", [
-            {"type": "reasoning", "text": "thinking about grep"},
-            tool_use("c1", "grep", pattern="needle\nhaystack", flags=["-i", "\u00e9t\u00e9"]),
-        ], {}),
+        (
+            "assistant",
+            [
+                {"type": "reasoning", "text": "thinking about grep"},
+                tool_use("c1", "grep", pattern="needle\nhaystack", flags=["-i", "\u00e9t\u00e9"]),
+            ],
+            {},
+        ),
         ("user", [tool_result("c1", "found a needle", is_error=True)], {}),
         ("assistant", [text("word " * 30_000 + "beyond")], {}),
-    )  # fmt: skip
+    )
     stored("— …")  # a title of no words has no entry
     columns = ("conversation_id", "message_seq", "block_seq", "words")
     written = set(SearchEntry.objects.values_list(*columns))
@@ -198,13 +202,12 @@ def test_the_counts_migration_writes_the_figures_the_services_write() -> None:
         "counted",
         ("system", [text("You are careful."), text("  ")], {}),
         ("user", [text("look"), png(), text(" \n "), text("this " * 9000 + "x" * 40_000)], {}),
-        ("assistant", [{"type": "reasoning", "text": "hm"}, tool_use("c1", "grep", q="a")],
-         usage),
+        ("assistant", [{"type": "reasoning", "text": "hm"}, tool_use("c1", "grep", q="a")], usage),
         ("user", [tool_result("c1", "found")], {}),
         ("assistant", [text("done")], usage),
         ("user", [text("   ")], {}),
         ("user", [], {}),
-    )  # fmt: skip
+    )
     written = {
         row[0]: row[1:]
         for row in Message.objects.filter(conversation=conversation).values_list("seq", *FIGURES)

@@ -125,6 +125,7 @@ def test_tool_use_input_keeps_its_key_order_through_the_database():
 
 
 def test_a_raw_input_row_comes_back_byte_for_byte(message):
-    Block.objects.create(message=message, seq=0, type="tool_use", call_id="c", name="t",
-                         input_json=INPUT)  # fmt: skip
+    Block.objects.create(
+        message=message, seq=0, type="tool_use", call_id="c", name="t", input_json=INPUT
+    )
     assert Block.objects.get(message=message).input_json == INPUT

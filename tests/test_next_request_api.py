@@ -96,8 +96,11 @@ def test_without_usage_the_next_request_is_the_estimate(api: ApiClient) -> None:
     for role, words in (("user", "hello there"), ("assistant", "hi")):
         api.post(f"{LIST}/{cid}/messages", {"role": role, "blocks": [b.text(words)]})
     data = context(api, cid)
-    assert data["next_request"] == {"tokens": data["total"], "basis": "estimated",
-                                    "measured_seq": None}  # fmt: skip
+    assert data["next_request"] == {
+        "tokens": data["total"],
+        "basis": "estimated",
+        "measured_seq": None,
+    }
     assert data["unrecorded"] == {"tokens": None, "measured_seq": None}
     assert context(api, cid, upto=0)["total"] == data["overhead"] + data["messages"][0]["tokens"]
 
@@ -205,8 +208,10 @@ def test_a_live_frame_carries_the_new_headline(api: ApiClient) -> None:
     cid = api.post(LIST, {"title": "live"}).json()["id"]
     usage = {"usage": {"input_tokens": 1_000, "output_tokens": 5}, "model": "gpt-4o"}
     api.post(f"{LIST}/{cid}/messages", {"role": "user", "blocks": [b.text("hi")]})
-    api.post(f"{LIST}/{cid}/messages",
-             {"role": "assistant", "blocks": [b.text("hello")], "metadata": usage})  # fmt: skip
+    api.post(
+        f"{LIST}/{cid}/messages",
+        {"role": "assistant", "blocks": [b.text("hello")], "metadata": usage},
+    )
     frame = fragments.messages_frame(cid, [1], True, "openai")
     assert 'data-next="' in frame.html and "measured at #1" in frame.html
     grown = api.post(f"{LIST}/{cid}/messages", {"role": "user", "blocks": [b.text("more " * 50)]})

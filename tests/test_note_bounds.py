@@ -64,9 +64,10 @@ def test_a_message_of_400000_blocks_keeps_its_page_and_its_notes_frame_small(
 
     def post(block: str) -> Any:
         return writer.post(
-            form.group(1), {"text": "the last one", "labels": "", "block": block},
+            form.group(1),
+            {"text": "the last one", "labels": "", "block": block},
             headers={"HX-Request": "true"},
-        )  # fmt: skip
+        )
 
     added = post(str(BLOCKS - 1))  # the page's form, as a browser submits it
     assert added.status_code == 200

@@ -413,8 +413,9 @@ def test_the_list_page_says_how_many_spans_were_rejected_lately_and_why(
 ):
     hostile = {"role": "<img src=x onerror=alert(1)>", "parts": []}
     bad = span(genai_attributes([hostile], None, conversation="bad-role"))
-    response = post(request(bad, span(genai_attributes([user("ok")], None))).SerializeToString(),
-                    token)  # fmt: skip
+    response = post(
+        request(bad, span(genai_attributes([user("ok")], None))).SerializeToString(), token
+    )
     assert answer(response).partial_success.rejected_spans == 1
     html = operator_client.get("/").content.decode()
     note = html[html.index('id="rejected-spans"') :].split("</p>")[0]
@@ -442,8 +443,10 @@ def test_rejections_are_kept_a_day_and_bounded(db, monkeypatch):
         services.span_rejected(trace_id="t", span_id=f"s{n}", reason="x" * 5_000)
     kept = list(RejectedSpan.objects.values_list("span_id", flat=True))
     assert kept == ["s5", "s4", "s3"]
-    assert all(len(r) == following.REASON_CHARS for r in RejectedSpan.objects.values_list(
-        "reason", flat=True))  # fmt: skip
+    assert all(
+        len(r) == following.REASON_CHARS
+        for r in RejectedSpan.objects.values_list("reason", flat=True)
+    )
 
 
 def test_the_list_page_pays_one_query_for_rejections_when_there_are_none(

@@ -170,8 +170,11 @@ def test_parallel_results_returned_out_of_order_keep_their_tool_names() -> None:
     text = "\n\n".join(
         m["content"] for m in replay.project(stored(realdata.claude_code_record(lines)))["messages"]
     )
-    named = [line.split(" (", 1)[1].split("):", 1)[0] for line in text.split("\n\n")
-             if line.startswith(("Result (", "Error ("))]  # fmt: skip
+    named = [
+        line.split(" (", 1)[1].split("):", 1)[0]
+        for line in text.split("\n\n")
+        if line.startswith(("Result (", "Error ("))
+    ]
     assert named == results
 
 

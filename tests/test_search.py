@@ -191,10 +191,32 @@ def test_a_block_is_searched_in_its_first_100000_characters(api: ApiClient) -> N
 
 @pytest.mark.parametrize(
     "q",
-    ['"', '"unterminated', "*", "a*", "NEAR(one two)", "NEAR", "title:one", ":", "&|!()",
-     "one & !two", "'", "\\", "one OR two", "NOT one", "-one", "^one", "{one}", "one:*",
-     "<->", "🦓", "\u200b", "ǅ", "one\x01two"],
-)  # fmt: skip
+    [
+        '"',
+        '"unterminated',
+        "*",
+        "a*",
+        "NEAR(one two)",
+        "NEAR",
+        "title:one",
+        ":",
+        "&|!()",
+        "one & !two",
+        "'",
+        "\\",
+        "one OR two",
+        "NOT one",
+        "-one",
+        "^one",
+        "{one}",
+        "one:*",
+        "<->",
+        "🦓",
+        "\u200b",
+        "ǅ",
+        "one\x01two",
+    ],
+)
 def test_query_syntax_in_q_is_only_text(api: ApiClient, q: str) -> None:
     cid = create(api, "Untitled", text("one two near title not or"))
     response = api.get(LIST, q=q)
@@ -316,8 +338,14 @@ def test_the_migration_indexes_what_was_stored_before_it() -> None:
     )
     blocks = old.get_model("conversations", "Block").objects
     blocks.create(message=message, seq=0, type="text", text="ΣΊΣΥΦΟΣ " + "x" * 200_000)
-    blocks.create(message=message, seq=1, type="tool_use", call_id="c1", name="grep",
-                  input_json='{"pattern":"needle"}')  # fmt: skip
+    blocks.create(
+        message=message,
+        seq=1,
+        type="tool_use",
+        call_id="c1",
+        name="grep",
+        input_json='{"pattern":"needle"}',
+    )
     executor = MigrationExecutor(connection)
     executor.migrate(leaves)
     cid = conversation.pk
@@ -334,10 +362,16 @@ def test_the_migration_indexes_what_was_stored_before_it() -> None:
 
 def test_list_results_link_the_first_matching_block_with_a_snippet(api: ApiClient) -> None:
     cid = create(api, "Untitled", text("nothing here"))
-    api.post(f"{LIST}/{cid}/messages", {"role": "assistant", "blocks": [
-        text("still nothing"),
-        tool_use("c1", "grep", pattern="Émile Zola " + "padding " * 100),
-    ]})  # fmt: skip
+    api.post(
+        f"{LIST}/{cid}/messages",
+        {
+            "role": "assistant",
+            "blocks": [
+                text("still nothing"),
+                tool_use("c1", "grep", pattern="Émile Zola " + "padding " * 100),
+            ],
+        },
+    )
     api.post(f"{LIST}/{cid}/messages", {"role": "user", "blocks": [text("zola again")]})
     titled = create(api, "Zola in the title only")
     results = {r["id"]: r for r in api.get(LIST, q="zola").json()["results"]}
@@ -390,11 +424,19 @@ def test_an_imported_transcript_is_searchable_by_title_and_blocks(api: ApiClient
         "system": "You are terse.",
         "messages": [
             {"role": "user", "content": "Where is Émile?"},
-            {"role": "assistant", "content": [
-                {"type": "tool_use", "id": "t1", "name": "locate_person", "input": {"who": "X"}},
-            ]},
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "t1",
+                        "name": "locate_person",
+                        "input": {"who": "X"},
+                    },
+                ],
+            },
         ],
-    }  # fmt: skip
+    }
     response = api.client.post(
         "/api/imports?format=anthropic&title=Quarterly%20hunt",
         orjson.dumps(body),

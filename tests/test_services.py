@@ -116,8 +116,13 @@ def test_an_append_counts_itself_into_the_conversations_row(conversation):
     row = Conversation.objects.get(pk=conversation.pk)
     expected = (2, 5, 1, 0, "m-1")  # messages, blocks, errors, open calls, model
     for held in (row, conversation):
-        assert (held.message_count, held.block_count, held.error_count,
-                held.unanswered_calls, held.model) == expected  # fmt: skip
+        assert (
+            held.message_count,
+            held.block_count,
+            held.error_count,
+            held.unanswered_calls,
+            held.model,
+        ) == expected
     services.message_append(conversation=conversation, role="assistant", blocks=[use("c", "x")])
     row.refresh_from_db()
     assert (row.message_count, row.unanswered_calls, row.model) == (3, 1, "m-1")
@@ -203,8 +208,10 @@ def test_block_append_goes_to_the_end_of_an_earlier_message(conversation):
     assert Message.objects.get(pk=first.pk).block_count == 3
     assert Message.objects.get(pk=last.pk).block_count == 1
     assert list(first.blocks.values_list("seq", "type")) == [
-        (0, "text"), (1, "text"), (2, "reasoning"),
-    ]  # fmt: skip
+        (0, "text"),
+        (1, "text"),
+        (2, "reasoning"),
+    ]
     touched = Conversation.objects.get(pk=conversation.pk)
     assert touched.updated_at > updated
     assert touched.message_count == 2

@@ -36,8 +36,11 @@ def test_a_batch_gets_dense_seqs_after_what_is_stored(conversation):
     assert [[b.seq for b in rows] for _, rows in stored] == [[0, 1], [], []]
     rows = Message.objects.filter(conversation=conversation).order_by("seq")
     assert list(rows.values_list("seq", "role", "block_count")) == [
-        (0, "system", 0), (1, "user", 2), (2, "assistant", 0), (3, "user", 0),
-    ]  # fmt: skip
+        (0, "system", 0),
+        (1, "user", 2),
+        (2, "assistant", 0),
+        (3, "user", 0),
+    ]
     conversation.refresh_from_db()
     assert conversation.message_count == 4
     following, _ = services.message_append(conversation=conversation, role="user", blocks=[])
@@ -56,11 +59,13 @@ def test_metadata_and_origin_are_stored(conversation):
 
 def test_names_resolve_across_the_batch_and_earlier_messages(conversation):
     services.message_append(
-        conversation=conversation, role="assistant", blocks=[
+        conversation=conversation,
+        role="assistant",
+        blocks=[
             services_block(tool_use("c1", "stored_tool")),
             services_block(tool_use("c2", "old_name")),
         ],
-    )  # fmt: skip
+    )
     services.messages_append(
         conversation=conversation,
         messages=[
@@ -262,7 +267,9 @@ def test_calls_are_marked_unanswered_unless_a_stored_result_answers_them(convers
     # "a" was answered before it was called; "b" only in another conversation; "e" later
     # in the same batch.
     assert marks(conversation) == [
-        (2, 1, "unanswered", "b"), (2, 2, "unanswered", "c"), (3, 0, "unanswered", "d"),
+        (2, 1, "unanswered", "b"),
+        (2, 2, "unanswered", "c"),
+        (3, 0, "unanswered", "d"),
         (4, 0, "error", "e"),
-    ]  # fmt: skip
+    ]
     assert marks(other) == []

@@ -304,11 +304,19 @@ async def asgi_get(path: str, token: str, reads: Callable[[], int]) -> tuple[int
             done.set()
 
     scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
-        "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
-        "root_path": "", "server": ("testserver", 80), "client": ("127.0.0.1", 5000),
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "server": ("testserver", 80),
+        "client": ("127.0.0.1", 5000),
         "headers": [(b"host", b"testserver"), (b"authorization", f"Bearer {token}".encode())],
-    }  # fmt: skip
+    }
     await application(scope, receive, send)
     return first_at, b"".join(chunks)
 

@@ -108,8 +108,11 @@ def test_kinds_are_reported_by_block_and_system_by_role() -> None:
     ]
     counted = tokens.payload_count(record, vision=True, shape="openai")
     assert [set(m.by_kind) for m in counted.messages] == [
-        {"system"}, {"text", "image"}, {"reasoning", "tool_use"}, {"tool_result"},
-    ]  # fmt: skip
+        {"system"},
+        {"text", "image"},
+        {"reasoning", "tool_use"},
+        {"tool_result"},
+    ]
     assert counted.messages[1].by_kind["image"] == 85 + 170
     assert counted.messages[2].framing == 3 + 1  # envelope and one blank line
 
@@ -167,8 +170,14 @@ def test_image_tokens_follow_the_shape_and_its_stored_size() -> None:
 
 
 def test_usage_in_either_providers_names() -> None:
-    anthropic = {"usage": {"input_tokens": 10, "cache_read_input_tokens": 90,
-                           "cache_creation_input_tokens": 5, "output_tokens": 7}}  # fmt: skip
+    anthropic = {
+        "usage": {
+            "input_tokens": 10,
+            "cache_read_input_tokens": 90,
+            "cache_creation_input_tokens": 5,
+            "output_tokens": 7,
+        }
+    }
     assert tokens.usage_of(anthropic) == tokens.Usage(105, 7)
     chat = {"usage": {"prompt_tokens": 50, "completion_tokens": 4}}
     assert tokens.usage_of(chat) == tokens.Usage(50, 4)

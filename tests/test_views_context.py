@@ -25,9 +25,16 @@ def agent(api: ApiClient) -> str:
     append(api, cid, "system", [b.text("You are terse.")])
     append(api, cid, "user", [b.text("Look <b>here</b>:"), b.png()])
     for i in range(5):
-        append(api, cid, "assistant", [
-            {"type": "reasoning", "text": f"step {i}"}, b.tool_use(f"c{i}", "read", path=f"/f{i}"),
-        ], metadata={"usage": {"prompt_tokens": 500 + i, "completion_tokens": 9}})  # fmt: skip
+        append(
+            api,
+            cid,
+            "assistant",
+            [
+                {"type": "reasoning", "text": f"step {i}"},
+                b.tool_use(f"c{i}", "read", path=f"/f{i}"),
+            ],
+            metadata={"usage": {"prompt_tokens": 500 + i, "completion_tokens": 9}},
+        )
         append(api, cid, "user", [b.tool_result(f"c{i}", f"file {i} <script>x</script> " * 30)])
     return cid
 
@@ -64,8 +71,10 @@ def test_the_compaction_preview_marks_each_changed_block(api, operator_client, a
     ).content.decode()
     summary = re.search(r'data-before="(\d+)" data-after="(\d+)" data-changed="(\d+)"', html)
     assert [int(x) for x in summary.groups()] == [
-        data["compact"]["before"], data["compact"]["after"], len(data["compact"]["changed"]),
-    ]  # fmt: skip
+        data["compact"]["before"],
+        data["compact"]["after"],
+        len(data["compact"]["changed"]),
+    ]
     assert html.count('data-changed="1"') == len(data["compact"]["changed"])
     assert compact.CLEARED_RESULT in unescape(html)
     assert "<script>x</script>" not in html  # hostile content is text
@@ -104,7 +113,7 @@ def test_the_policy_form_ignores_fields_of_other_policies(operator_client, agent
         {"compact": "microcompact", "keep": "<i>x"},
         {"window": "-1"},
         {"from": "x"},
-    ],  # fmt: skip
+    ],
 )
 def test_bad_input_is_an_escaped_400(operator_client, agent, query) -> None:
     for path in (f"/c/{agent}/context", f"/c/{agent}/diff", f"/c/{agent}/"):
