@@ -1,4 +1,7 @@
-"""Django's admin autodiscovery imports this; the admin lives in `conversations.record.admin`
-(alerts: `conversations.record.alert_admin`)."""
+"""Django's admin autodiscovery imports this; each part of the house registers its own
+models' admin: the record's in `conversations.record.admin`, the slices' in theirs."""
 
-from conversations.record import admin, alert_admin  # noqa: F401
+from conversations.alerts import admin as alerts_admin  # noqa: F401
+from conversations.ingest import admin as ingest_admin  # noqa: F401
+from conversations.record import admin as record_admin  # noqa: F401
+from conversations.sharing import admin as sharing_admin  # noqa: F401

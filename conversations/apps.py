@@ -11,6 +11,7 @@ class ConversationsConfig(AppConfig):
         from django.contrib.auth.signals import user_logged_out
         from django.db.backends.signals import connection_created
 
+        from conversations.alerts import loop  # noqa: F401  (alerts follow the record's appends)
         from conversations.record import (
             access_events,
             checks,  # noqa: F401  (registers the system checks)

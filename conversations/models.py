@@ -1,39 +1,33 @@
-"""Django finds an app's models here; they live in `conversations.record.models`."""
+"""Django finds an app's models here; they live beside the code that owns them: the record's
+in `conversations.record.models`, each slice's in its own `models` module."""
 
-from conversations.record.models import (
-    Alert,
-    AlertRule,
-    AlertTimer,
-    ApiToken,
-    Block,
-    BlockType,
-    Conversation,
-    Delivery,
-    DeliveryAttempt,
-    IdempotentResponse,
-    Message,
-    Role,
-    SearchEntry,
-    ShareLink,
-    TailCursor,
-    TraceConversation,
-)
+from conversations.alerts.models import Alert, AlertRule, AlertTimer, Delivery, DeliveryAttempt
+from conversations.ingest.models import RejectedSpan, TailCursor, TraceConversation
+from conversations.record.models.conversation import Block, BlockType, Conversation, Message, Role
+from conversations.record.models.notes import Note, NoteLabel
+from conversations.record.models.search import FinderMark, SearchEntry
+from conversations.record.models.tokens import ApiToken, IdempotentResponse
+from conversations.sharing.models import ShareLink
 
 __all__ = [
     "Alert",
     "AlertRule",
     "AlertTimer",
-    "Delivery",
-    "DeliveryAttempt",
     "ApiToken",
     "Block",
     "BlockType",
     "Conversation",
+    "Delivery",
+    "DeliveryAttempt",
+    "FinderMark",
     "IdempotentResponse",
     "Message",
+    "Note",
+    "NoteLabel",
+    "RejectedSpan",
     "Role",
-    "TailCursor",
-    "TraceConversation",
     "SearchEntry",
     "ShareLink",
+    "TailCursor",
+    "TraceConversation",
 ]

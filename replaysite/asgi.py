@@ -81,10 +81,10 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
         task.exception()
 
 
-from conversations.core import tokens  # noqa: E402
+from conversations.alerts import loop as alert_loop  # noqa: E402
+from conversations.core.counting import tokens  # noqa: E402
 from conversations.live.internals import Wire  # noqa: E402
 from conversations.live.routing import websocket_urlpatterns  # noqa: E402
-from conversations.record import alert_loop  # noqa: E402
 from replaysite.health import Probes  # noqa: E402
 from replaysite.logs import RequestIds, route_access_log  # noqa: E402
 from replaysite.metrics import Metrics  # noqa: E402

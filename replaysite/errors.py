@@ -3,7 +3,7 @@
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from conversations.api.decorators import error_response
+from conversations.web.api import error_response
 
 
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:

@@ -89,7 +89,7 @@ def bench_projection(results: Results, conversation: Any) -> None:
     import orjson
 
     from conversations.core import replay
-    from conversations.record import selectors, shapes
+    from conversations.record.reads import selectors, shapes
 
     print("a) projection of the 30,000-block record vs orjson.dumps of its plain data")
     plain = shapes.record_data(conversation, url="http://127.0.0.1/c/x/")

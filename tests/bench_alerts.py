@@ -76,10 +76,12 @@ def main(argv: list[str] | None = None) -> int:
         from django.db import close_old_connections
         from django.utils import timezone
 
-        from conversations.record import services
-        from conversations.record.models import Alert, AlertRule, Conversation, Delivery
+        from conversations.alerts.models import Alert, AlertRule, Delivery
+        from conversations.alerts.services import alert_rule_create
+        from conversations.record.models.conversation import Conversation
+        from conversations.record.services.api_tokens import api_token_create
 
-        _, token = services.api_token_create(label="bench-alerts")
+        _, token = api_token_create(label="bench-alerts")
         results = Results()
         with benchkit.daphne(env, tmp / "daphne.log") as server:
             headers = {"Authorization": f"Bearer {token}"}
@@ -100,10 +102,10 @@ def main(argv: list[str] | None = None) -> int:
 
                 def every_kind() -> None:
                     if not AlertRule.objects.exists():
-                        services.alert_rule_create(kind="pressure", threshold_percent=80)
-                        services.alert_rule_create(kind="tool_error")
-                        services.alert_rule_create(kind="unanswered", after_seconds=60)
-                        services.alert_rule_create(kind="compaction")
+                        alert_rule_create(kind="pressure", threshold_percent=80)
+                        alert_rule_create(kind="tool_error")
+                        alert_rule_create(kind="unanswered", after_seconds=60)
+                        alert_rule_create(kind="compaction")
                     close_old_connections()
 
                 for _ in range(20):  # warm up
@@ -126,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"2) {PENDING:,} deliveries pending to a receiver that is down vs none")
                 down = benchkit.free_port()  # nothing listens there
                 no_rules()
-                rule = services.alert_rule_create(
+                rule = alert_rule_create(
                     kind="tool_error", webhook_url=f"http://127.0.0.1:{down}/hook"
                 )
                 others = [Conversation.objects.create(title=f"alerted {n}") for n in range(PENDING)]

@@ -83,12 +83,13 @@ def edited(
 
 
 def store(title: str, run: list[tuple[str, list[dict[str, Any]]]]) -> Any:
-    from conversations.record import services
     from conversations.record.schemas import MessageIn
+    from conversations.record.services.appending import messages_append
+    from conversations.record.services.conversations import conversation_create
 
-    conversation = services.conversation_create(title=title)
+    conversation = conversation_create(title=title)
     for start in range(0, len(run), BATCH):
-        services.messages_append(
+        messages_append(
             conversation=conversation,
             messages=[MessageIn.model_validate({"role": r, "blocks": b})
                       for r, b in run[start : start + BATCH]],
@@ -123,9 +124,9 @@ def main(argv: list[str] | None = None) -> int:
         benchkit.manage(env, "migrate", "--noinput", "-v", "0")
         benchkit.manage(env, "collectstatic", "--noinput", "-v", "0")
         benchkit.setup_django(env)
-        from conversations.record import services
+        from conversations.record.services.api_tokens import api_token_create
 
-        _, token = services.api_token_create(label="bench")
+        _, token = api_token_create(label="bench")
         small = pair(SMALL_RUN, SMALL_DIFFERENCES)
         long = pair(LONG_RUN, LONG_DIFFERENCES)
         results = Results()

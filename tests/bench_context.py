@@ -49,12 +49,16 @@ def bench(results: Results, conversation: object) -> None:
     from django.contrib.auth.models import Permission
     from django.test import Client
 
-    from conversations.core import replay, tokens
+    from conversations.core import replay
+    from conversations.core.counting import tokens
     from conversations.core.options import ReplayOptions
     from conversations.live import fragments
-    from conversations.record import selectors, services, token_counts
-    from conversations.record.models import Message
+    from conversations.record.counting import token_counts
+    from conversations.record.models.conversation import Message
+    from conversations.record.reads import selectors
     from conversations.record.schemas import TextIn
+    from conversations.record.services.appending import block_append
+    from conversations.record.services.conversations import conversation_create
 
     options = ReplayOptions(True, "openai")
     rows = selectors.message_rows(conversation)  # type: ignore[arg-type]
@@ -86,7 +90,7 @@ def bench(results: Results, conversation: object) -> None:
     assert client.get(url).status_code == 200  # warm
 
     real = token_counts.pressure
-    empty = real(services.conversation_create(title="empty"), options)
+    empty = real(conversation_create(title="empty"), options)
 
     def plain() -> object:
         token_counts.pressure = lambda *a, **k: empty  # type: ignore[assignment]
@@ -107,7 +111,7 @@ def bench(results: Results, conversation: object) -> None:
     last = Message.objects.filter(conversation=conversation).order_by("-seq").first()
     assert last is not None
     before = token_counts.stats["blocks_counted"]  # the new block is counted as it is stored
-    services.block_append(message=last, block=TextIn(type="text", text="one more line"))
+    block_append(message=last, block=TextIn(type="text", text="one more line"))
     start = time.perf_counter()
     frame = fragments.messages_frame(str(conversation.id), [last.seq], True, "openai")  # type: ignore[attr-defined]
     took = time.perf_counter() - start

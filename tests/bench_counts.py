@@ -47,7 +47,7 @@ MEMORY_TARGET = 100  # MB of RSS growth while serving any of these pages
 
 
 def bench_counting(results: Results) -> None:
-    from conversations.core import tokens
+    from conversations.core.counting import tokens
 
     print(f"a) counting {TEXT_MB} MB of text")
     tokens.encoding()  # the file's load is start-up, not counting
@@ -67,13 +67,14 @@ def bench_counting(results: Results) -> None:
 
 
 def build(count: int) -> Any:
-    """A conversation of `count` messages through `services.messages_append`, BATCH at a
+    """A conversation of `count` messages through `appending.messages_append`, BATCH at a
     time; assistants carry Claude Code's measured usage, growing with the record."""
-    from conversations.record import services
     from conversations.record.schemas import MessageIn
+    from conversations.record.services.appending import messages_append
+    from conversations.record.services.conversations import conversation_create
 
     rng = random.Random(f"bench {count:,} messages")
-    conversation = services.conversation_create(title=f"bench counts {count:,} messages")
+    conversation = conversation_create(title=f"bench counts {count:,} messages")
     measured = 3_000
     for start in range(0, count, BATCH):
         batch = []
@@ -89,7 +90,7 @@ def build(count: int) -> Any:
                               "output_tokens": 90},
                 }  # fmt: skip
             batch.append(MessageIn(role=role, blocks=blocks, metadata=metadata))
-        services.messages_append(conversation=conversation, messages=batch)
+        messages_append(conversation=conversation, messages=batch)
     conversation.refresh_from_db()
     return conversation
 

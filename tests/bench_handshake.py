@@ -25,10 +25,10 @@ def provision() -> None:
     import django
 
     django.setup()
-    from conversations.record import services
+    from conversations.record.services.conversations import conversation_create
 
     session = benchkit.operator_session(f"bench-handshake-{os.getpid()}")
-    conversation = services.conversation_create(title="bench handshake")
+    conversation = conversation_create(title="bench handshake")
     print(json.dumps({"session": session, "conversation": str(conversation.id)}))
 
 

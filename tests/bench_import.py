@@ -103,18 +103,19 @@ def main() -> int:
         from django.test import Client
 
         from conversations.core import importers
-        from conversations.record import services
-        from conversations.record.models import Conversation
+        from conversations.ingest.imports import conversation_import, gc_paused
+        from conversations.record.models.conversation import Conversation
+        from conversations.record.services.api_tokens import api_token_create
 
         raw = path.read_bytes()
-        _, token = services.api_token_create(label="bench")
+        _, token = api_token_create(label="bench")
         client = Client(HTTP_HOST="localhost")
         stored: list[Conversation] = []
 
         def import_once() -> None:
-            with services.gc_paused():  # as manage.py import and POST /api/imports do
+            with gc_paused():  # as manage.py import and POST /api/imports do
                 imported = importers.read_lines(raw.splitlines())
-                outcome = services.conversation_import(
+                outcome = conversation_import(
                     sha256=uuid.uuid4().hex, imported=imported, file_name="bench"
                 )
             assert outcome.messages >= MESSAGES, outcome.messages

@@ -294,9 +294,9 @@ def main(argv: list[str] | None = None) -> int:
         benchkit.setup_django(env)
         from django.db import connection
 
-        from conversations.record import services
+        from conversations.record.services.api_tokens import api_token_create
 
-        _, token = services.api_token_create(label="bench-ingest")
+        _, token = api_token_create(label="bench-ingest")
         session = benchkit.operator_session("bench-ingest")
         connection.close()
         results = Results()

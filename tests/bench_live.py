@@ -76,10 +76,10 @@ def provision(conversations: int) -> None:
     import django
 
     django.setup()
-    from conversations.record import services
+    from conversations.record.services.api_tokens import api_token_create
 
     session = benchkit.operator_session(f"bench-live-{os.getpid()}")
-    _, token = services.api_token_create(label="bench-live")
+    _, token = api_token_create(label="bench-live")
     rng = random.Random(1)  # one sequence across the conversations
     ids = [
         str(benchkit.build_conversation(f"bench live {n}", 10, turn, rng).id)

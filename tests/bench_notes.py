@@ -39,15 +39,16 @@ def store(rng: random.Random) -> tuple[Any, Any, Any]:
     from django.contrib.auth import get_user_model
     from django.db import transaction
 
-    from conversations.record import services
-    from conversations.record.models import Block, Conversation, Message
+    from conversations.record.models.conversation import Block, Conversation, Message
+    from conversations.record.notes.services import note_add
+    from conversations.record.services.conversations import conversation_create
 
     writer = get_user_model().objects.create_user(username="writer")
     vocabulary = random_words(rng, 50_000)
     labels = [f"label-{n}" for n in range(40)]
 
     def conversation(title: str, messages: int) -> Conversation:
-        created = services.conversation_create(title=title)
+        created = conversation_create(title=title)
         with transaction.atomic():
             rows = Message.objects.bulk_create(
                 Message(conversation=created, seq=seq, role="user", block_count=1)
@@ -67,7 +68,7 @@ def store(rng: random.Random) -> tuple[Any, Any, Any]:
         words = rng.choices(vocabulary, k=30) + ["reviewed"]
         if n == 0:
             words.append("zyxwvutsrq")  # a rare word, in one note
-        services.note_add(
+        note_add(
             conversation=stored[n % CONVERSATIONS],
             message_seq=rng.randrange(MESSAGES),
             text=" ".join(words),
@@ -78,13 +79,13 @@ def store(rng: random.Random) -> tuple[Any, Any, Any]:
     plain = conversation("no notes", FULL_MESSAGES)
     some = conversation("some notes", FULL_MESSAGES)
     for seq in range(0, FULL_MESSAGES, 10):
-        services.note_add(
+        note_add(
             conversation=some, message_seq=seq, user=writer, labels=["some"],
             text=" ".join(rng.choices(vocabulary, k=30)),
         )  # fmt: skip
     for seq in range(FULL_MESSAGES):
         for _ in range(20):
-            services.note_add(
+            note_add(
                 conversation=full, message_seq=seq, user=writer, labels=["full"],
                 text=" ".join(rng.choices(vocabulary, k=200))[:1_000],
             )  # fmt: skip
@@ -94,7 +95,7 @@ def store(rng: random.Random) -> tuple[Any, Any, Any]:
 def plan() -> str:
     from django.db import connection
 
-    from conversations.record import note_reads
+    from conversations.record.notes import reads as note_reads
 
     sql, params = note_reads.conversations_with_note_words("reviewed").query.sql_with_params()
     with connection.cursor() as cursor:
@@ -109,14 +110,14 @@ def measure(vendor: str, results: Results) -> None:
     from django.db import connection
     from django.test import Client
 
-    from conversations.record import services
+    from conversations.record.services.api_tokens import api_token_create
 
     print(f"{vendor}: storing {NOTES + FULL_MESSAGES * 20:,} notes …", flush=True)
     start = time.perf_counter()
     full, plain, some = store(random.Random(11))
     results.figure(f"{vendor}: notes stored", NOTES + FULL_MESSAGES * 20, "",
                    f"in {time.perf_counter() - start:.1f} s")  # fmt: skip
-    _, token = services.api_token_create(label="bench")
+    _, token = api_token_create(label="bench")
     api = Client(HTTP_HOST="127.0.0.1", HTTP_AUTHORIZATION=f"Bearer {token}")
     page = Client(HTTP_HOST="127.0.0.1")
     page.cookies["sessionid"] = benchkit.operator_session("bench-operator")

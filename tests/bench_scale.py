@@ -216,7 +216,7 @@ def finder(planted: scaledata.Planted, results: Results, page: Any) -> None:
 
 
 def pages(planted: scaledata.Planted, results: Results, client: Any, page: Any) -> None:
-    from conversations.record.models import Conversation
+    from conversations.record.models.conversation import Conversation
 
     typical = Conversation.objects.filter(message_count__lt=1000).order_by("-updated_at").first()
     assert typical is not None
@@ -282,7 +282,7 @@ def record_reads(planted: scaledata.Planted, results: Results, client: Any) -> N
 
 
 def ingest(results: Results, client: Any) -> None:
-    from conversations.record import services
+    from conversations.record.services.conversations import conversation_create
 
     pool = scaledata.pool()
     rng = random.Random(8)
@@ -293,7 +293,7 @@ def ingest(results: Results, client: Any) -> None:
     size = sum(len(b) for b in bodies)
     start = time.perf_counter()
     for body in bodies:
-        conversation = services.conversation_create(title="ingest")
+        conversation = conversation_create(title="ingest")
         response = client.post(
             f"/api/conversations/{conversation.id}/messages/batch",
             body,
@@ -323,9 +323,9 @@ def _clients() -> tuple[Any, Any]:
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    from conversations.record import services
+    from conversations.record.services.api_tokens import api_token_create
 
-    _, token = services.api_token_create(label="bench")
+    _, token = api_token_create(label="bench")
     client = Client(HTTP_HOST="127.0.0.1", HTTP_AUTHORIZATION=f"Bearer {token}")
     name = f"bench-{os.getpid()}"  # a kept database may already have a run's user
     operator = get_user_model().objects.create_superuser(name, f"{name}@example.com", "x")

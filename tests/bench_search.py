@@ -54,16 +54,16 @@ def store(rng: random.Random) -> int:
     with each block's search entry as `services` makes it; the characters stored."""
     from django.db import transaction
 
-    from conversations.record import services
-    from conversations.record.models import Block, Message
+    from conversations.record.models.conversation import Block, Message
     from conversations.record.services import search_entries
+    from conversations.record.services.conversations import conversation_create
 
     # About half the words are the sentences' few, half from a vocabulary of 50,000.
     vocabulary = random_words(rng, 50_000) + ["σίσυφος", "Достоевский"]
     vocabulary += benchkit.WORDS * (len(vocabulary) // len(benchkit.WORDS))
     stored = 0
     for number in range(CONVERSATIONS):
-        conversation = services.conversation_create(title=f"bench {number}")
+        conversation = conversation_create(title=f"bench {number}")
         with transaction.atomic():
             messages = Message.objects.bulk_create(
                 Message(conversation=conversation, seq=seq, role="user", block_count=3)
@@ -84,8 +84,8 @@ def store(rng: random.Random) -> int:
             Block.objects.bulk_create(blocks, batch_size=1000)
             entries = []
             for message, start in zip(messages, range(0, len(blocks), 3), strict=True):
-                entries += search_entries._search_entries(message, blocks[start : start + 3])
-            search_entries._insert_search_entries(conversation, entries)
+                entries += search_entries.entries_of(message, blocks[start : start + 3])
+            search_entries.insert_search_entries(conversation, entries)
             conversation.message_count = MESSAGES
             conversation.save(update_fields=["message_count"])
         stored += sum(len(block.text) + len(block.input_json) for block in blocks)
@@ -98,7 +98,7 @@ def old_like_seconds(q: str, timeout: float = 20.0) -> float:
     from django.db import OperationalError, connection, transaction
     from django.db.models import Exists, OuterRef, Q
 
-    from conversations.record.models import Block, Conversation
+    from conversations.record.models.conversation import Block, Conversation
 
     start = time.perf_counter()
     in_blocks = Block.objects.filter(message__conversation=OuterRef("pk"), text__icontains=q)
@@ -117,8 +117,8 @@ def plan() -> str:
     """The database's plan for a search's entries."""
     from django.db import connection
 
-    from conversations.record import search_reads
-    from conversations.record.search import through_index
+    from conversations.record.search import reads as search_reads
+    from conversations.record.search.index import through_index
 
     sql, params = (
         search_reads.search_entries("agent").values("conversation_id").query.sql_with_params()
@@ -135,8 +135,8 @@ def measure(vendor: str, results: Results) -> None:
     from django.db import connection
     from django.test import Client
 
-    from conversations.record import services
-    from conversations.record.models import SearchEntry
+    from conversations.record.models.search import SearchEntry
+    from conversations.record.services.api_tokens import api_token_create
 
     print(f"{vendor}: storing {CONVERSATIONS * MESSAGES * 3:,} blocks …", flush=True)
     start = time.perf_counter()
@@ -144,7 +144,7 @@ def measure(vendor: str, results: Results) -> None:
     results.figure(f"{vendor}: text stored", stored / 1e6, "MB",
                    f"in {time.perf_counter() - start:.1f} s; "
                    f"{SearchEntry.objects.count():,} search entries")  # fmt: skip
-    _, token = services.api_token_create(label="bench")
+    _, token = api_token_create(label="bench")
     client = Client(HTTP_HOST="127.0.0.1", HTTP_AUTHORIZATION=f"Bearer {token}")
 
     def get(q: str) -> Any:

@@ -67,11 +67,12 @@ def huge_turn(index: int, rng: random.Random) -> tuple[str, list[Any]]:
 
 def build_many(count: int) -> Any:
     """`count` messages of one text block each, through the batch service (1,000 a call)."""
-    from conversations.record import services
     from conversations.record.schemas import MessageIn
+    from conversations.record.services.appending import messages_append
+    from conversations.record.services.conversations import conversation_create
 
     rng = random.Random("many")
-    conversation = services.conversation_create(title=f"bench {count:,} messages")
+    conversation = conversation_create(title=f"bench {count:,} messages")
     for start in range(0, count, 1000):
         batch = [
             MessageIn.model_validate(
@@ -82,7 +83,7 @@ def build_many(count: int) -> Any:
             )  # fmt: skip
             for i in range(start, min(start + 1000, count))
         ]
-        services.messages_append(conversation=conversation, messages=batch)
+        messages_append(conversation=conversation, messages=batch)
     conversation.refresh_from_db()
     return conversation
 
@@ -125,7 +126,7 @@ def whole_read_seconds(conversation: Any, what: str) -> float:
     """This process: the record (or the replay) read whole and serialised with orjson."""
     import orjson
 
-    from conversations.record import selectors, shapes
+    from conversations.record.reads import selectors, shapes
 
     began = time.perf_counter()
     if what == "record":

@@ -95,7 +95,7 @@ def run(results: Results) -> None:
         env = base_env(tmp, f"sqlite:///{tmp / 'bench.sqlite3'}") | {"REDIS_URL": redis}
         manage(env, "migrate", "--noinput")
         benchkit.setup_django(env)
-        from conversations.record.models import TailCursor
+        from conversations.ingest.models import TailCursor
 
         session_id = benchkit.operator_session(f"bench-tail-{os.getpid()}")
         folder = tmp / "projects" / "-srv-app"

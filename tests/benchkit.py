@@ -206,16 +206,17 @@ def build_conversation(
     messages per transaction; `rng` is seeded with the title unless given."""
     from django.db import transaction
 
-    from conversations.record import services
+    from conversations.record.services.appending import message_append
+    from conversations.record.services.conversations import conversation_create
 
     if rng is None:
         rng = random.Random(title)
-    conversation = services.conversation_create(title=title)
+    conversation = conversation_create(title=title)
     for start in range(0, messages, 500):
         with transaction.atomic():
             for index in range(start, min(start + 500, messages)):
                 role, blocks = turn(index, rng)
-                services.message_append(conversation=conversation, role=role, blocks=blocks)
+                message_append(conversation=conversation, role=role, blocks=blocks)
     conversation.refresh_from_db()
     return conversation
 
@@ -224,10 +225,10 @@ def records(env: dict[str, str], turn: Turn, *sizes: int) -> tuple[list[Any], st
     """Django in this process on `env`'s settings; a conversation of each size built with
     `turn` (titled "bench N messages", so seeded by its size), and an API token."""
     setup_django(env)
-    from conversations.record import services
+    from conversations.record.services.api_tokens import api_token_create
 
     conversations = [build_conversation(f"bench {n:,} messages", n, turn) for n in sizes]
-    _, token = services.api_token_create(label="bench")
+    _, token = api_token_create(label="bench")
     return conversations, token
 
 

@@ -50,12 +50,13 @@ def make_user(username: str, *, operator: bool = True, password: str | None = No
 
 def stored(title: str, *messages: tuple[str, list[dict[str, Any]], dict[str, Any]]) -> Any:
     """A conversation stored through the services: (role, blocks, metadata) per message."""
-    from conversations.record import services
     from conversations.record.schemas import BLOCK_ADAPTER
+    from conversations.record.services.appending import message_append
+    from conversations.record.services.conversations import conversation_create
 
-    conversation = services.conversation_create(title=title)
+    conversation = conversation_create(title=title)
     for role, blocks, metadata in messages:
-        services.message_append(
+        message_append(
             conversation=conversation,
             role=role,
             blocks=[BLOCK_ADAPTER.validate_python(b) for b in blocks],

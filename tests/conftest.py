@@ -18,7 +18,7 @@ from django.conf import settings
 from django.test import Client
 
 from conversations.core import page_windows, socket_window
-from conversations.record import services
+from conversations.record.services.api_tokens import api_token_create
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -91,7 +91,7 @@ class ApiClient:
 
 @pytest.fixture
 def token(db: None) -> str:
-    _, clear = services.api_token_create(label="tests")
+    _, clear = api_token_create(label="tests")
     return clear
 
 

@@ -11,8 +11,9 @@ from typing import Any
 import orjson
 
 from conversations.core.importers import claude_code
-from conversations.record import shapes
-from conversations.record.models import Conversation, Message, TailCursor
+from conversations.ingest.models import TailCursor
+from conversations.record.models.conversation import Conversation, Message
+from conversations.record.reads import shapes
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
 # 15 lines; one API message is written as 5 assistant lines (one block each).

@@ -20,9 +20,18 @@ from django.db import transaction
 from django.test import Client, RequestFactory
 from django.urls import reverse
 
-from conversations.record import events, search_reads, selectors, services
-from conversations.record.models import ApiToken, Block, Conversation, Message
+from conversations.alerts.services import alert_rule_create
+from conversations.record import events
+from conversations.record.models.conversation import Block, Conversation, Message
+from conversations.record.models.tokens import ApiToken
+from conversations.record.notes.services import note_add
+from conversations.record.reads import selectors
 from conversations.record.schemas import BLOCK_ADAPTER
+from conversations.record.search import reads as search_reads
+from conversations.record.services.api_tokens import api_token_create
+from conversations.record.services.appending import message_append
+from conversations.record.services.conversations import conversation_create
+from conversations.sharing.services import share_create
 from tests.builders import tool_result
 
 pytestmark = pytest.mark.django_db
@@ -38,7 +47,7 @@ HOSTILE = "<script>alert(1)</script>"
 
 
 def append(conversation: Conversation, role: str, *blocks: dict[str, Any]) -> Message:
-    message, _ = services.message_append(
+    message, _ = message_append(
         conversation=conversation,
         role=role,
         blocks=[BLOCK_ADAPTER.validate_python(block) for block in blocks],
@@ -48,7 +57,7 @@ def append(conversation: Conversation, role: str, *blocks: dict[str, Any]) -> Me
 
 @pytest.fixture
 def conversation() -> Conversation:
-    conversation = services.conversation_create(title="Incident on api-7")
+    conversation = conversation_create(title="Incident on api-7")
     append(conversation, "system", {"type": "text", "text": "Be careful."})
     append(
         conversation,
@@ -123,8 +132,8 @@ def test_conversation_changelist_lists_with_message_count_and_dashboard_link(
 
 @pytest.mark.sqlite
 def test_conversation_changelist_searches_titles(admin_client: Client) -> None:
-    services.conversation_create(title="Alpha deploy")
-    services.conversation_create(title="Beta rollback")
+    conversation_create(title="Alpha deploy")
+    conversation_create(title="Beta rollback")
 
     page = admin_client.get(CONVERSATIONS, {"q": "alpha"}).content.decode()
 
@@ -145,7 +154,7 @@ def test_conversation_change_page_shows_the_conversation(
 
 
 def test_hostile_title_is_escaped_in_the_admin(admin_client: Client) -> None:
-    hostile = services.conversation_create(title=HOSTILE)
+    hostile = conversation_create(title=HOSTILE)
 
     for url in (CONVERSATIONS, f"{CONVERSATIONS}{hostile.id}/change/"):
         page = admin_client.get(url).content.decode()
@@ -231,7 +240,7 @@ def test_message_projection_preview_shows_images_as_not_seen_with_vision_off(
 
 
 def test_empty_message_previews_as_empty_message(admin_client: Client) -> None:
-    conversation = services.conversation_create(title="Quiet")
+    conversation = conversation_create(title="Quiet")
     empty = append(conversation, "assistant")
 
     page = admin_client.get(f"{MESSAGES}{empty.pk}/change/").content.decode()
@@ -266,7 +275,7 @@ def listed_messages(page: str) -> set[int]:
 
 @pytest.mark.sqlite
 def test_message_search_finds_block_text_tools_titles_and_ids(admin_client: Client) -> None:
-    incident = services.conversation_create(title="Quarterly incident review")
+    incident = conversation_create(title="Quarterly incident review")
     said = append(incident, "user", {"type": "text", "text": "Is the zebra-42 invoice paid?"})
     called = append(
         incident,
@@ -279,7 +288,7 @@ def test_message_search_finds_block_text_tools_titles_and_ids(admin_client: Clie
         "user",
         {"type": "tool_result", "tool_use_id": "c1", "content": "unpaid since May"},
     )
-    other = services.conversation_create(title="Other")
+    other = conversation_create(title="Other")
     unrelated = append(other, "user", {"type": "text", "text": "nothing to see"})
 
     def found(q: str) -> set[int]:
@@ -301,7 +310,7 @@ def test_message_search_finds_block_text_tools_titles_and_ids(admin_client: Clie
 def test_message_search_reads_a_bounded_number_of_blocks(
     admin_client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    conversation = services.conversation_create(title="Many")
+    conversation = conversation_create(title="Many")
     for n in range(5):
         append(conversation, "user", {"type": "text", "text": f"needle {n}"})
     monkeypatch.setattr(search_reads, "MESSAGE_SEARCH_BLOCKS", 3)
@@ -318,7 +327,7 @@ def test_message_search_lists_the_messages_of_a_bounded_number_of_titles(
     admin_client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for n in range(4):
-        conversation = services.conversation_create(title=f"Quarterly {n}")
+        conversation = conversation_create(title=f"Quarterly {n}")
         append(conversation, "user", {"type": "text", "text": f"nothing to find {n}"})
     monkeypatch.setattr(search_reads, "MESSAGE_SEARCH_TITLES", 2)
 
@@ -339,7 +348,7 @@ def test_message_search_says_why_a_long_query_is_refused(admin_client: Client) -
 
 
 def test_hostile_block_content_is_escaped_in_the_message_page(admin_client: Client) -> None:
-    conversation = services.conversation_create(title="Hostile")
+    conversation = conversation_create(title="Hostile")
     hostile = append(
         conversation,
         "user",
@@ -443,8 +452,8 @@ def test_token_made_in_the_admin_authenticates_against_the_api(admin_client: Cli
 
 
 def test_revoke_action_revokes_the_token(admin_client: Client) -> None:
-    token, clear = services.api_token_create(label="to revoke")
-    _, kept = services.api_token_create(label="to keep")
+    token, clear = api_token_create(label="to revoke")
+    _, kept = api_token_create(label="to keep")
     assert api_status(clear) == 200
 
     response = admin_client.post(
@@ -459,7 +468,7 @@ def test_revoke_action_revokes_the_token(admin_client: Client) -> None:
 
 
 def test_token_changelist_shows_label_and_prefix_not_the_digest(admin_client: Client) -> None:
-    token, _ = services.api_token_create(label="listed")
+    token, _ = api_token_create(label="listed")
 
     page = admin_client.get(TOKENS).content.decode()
 
@@ -518,7 +527,7 @@ SHARE_LINKS = "/admin/conversations/sharelink/"
 
 
 def test_a_token_cannot_be_revoked_with_the_view_permission(django_user_model: Any) -> None:
-    token, clear = services.api_token_create(label="agent")
+    token, clear = api_token_create(label="agent")
     client = staff(django_user_model, "view_apitoken")
 
     answer = client.post(TOKENS, {"action": "revoke", "_selected_action": [str(token.pk)]})
@@ -530,7 +539,7 @@ def test_a_token_cannot_be_revoked_with_the_view_permission(django_user_model: A
 
 
 def test_a_token_is_revoked_with_the_change_permission(django_user_model: Any) -> None:
-    token, clear = services.api_token_create(label="agent")
+    token, clear = api_token_create(label="agent")
     client = staff(django_user_model, "view_apitoken", "change_apitoken")
 
     answer = client.post(TOKENS, {"action": "revoke", "_selected_action": [str(token.pk)]})
@@ -542,7 +551,7 @@ def test_a_token_is_revoked_with_the_change_permission(django_user_model: Any) -
 def test_a_share_link_is_revoked_with_the_change_permission_only(
     django_user_model: Any, conversation: Conversation
 ) -> None:
-    link, token = services.share_create(conversation=conversation)
+    link, token = share_create(conversation=conversation)
     client = staff(django_user_model, "view_sharelink")
     posted = {"action": "revoke", "_selected_action": [str(link.pk)]}
 
@@ -575,12 +584,12 @@ def test_no_admin_action_runs_with_view_permissions_alone(
     permissions it needs; a staff user holding every view permission and nothing else is
     refused each one and changes nothing, while a superuser's same request does change
     something (so the request is one that would act)."""
-    services.api_token_create(label="agent")
-    services.share_create(conversation=conversation)
-    services.note_add(conversation=conversation, message_seq=0, text="a note", user=admin_user)
-    services.alert_rule_create(kind="tool_error", webhook_url="http://127.0.0.1:9/h")
+    api_token_create(label="agent")
+    share_create(conversation=conversation)
+    note_add(conversation=conversation, message_seq=0, text="a note", user=admin_user)
+    alert_rule_create(kind="tool_error", webhook_url="http://127.0.0.1:9/h")
     with django_capture_on_commit_callbacks(execute=True):
-        services.message_append(
+        message_append(
             conversation=conversation,
             role="user",
             blocks=[BLOCK_ADAPTER.validate_python(tool_result("t", "boom", is_error=True))],

@@ -14,9 +14,19 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.utils import timezone
 
-from conversations.record import services
-from conversations.record.models import Alert, AlertRule, AlertTimer, Conversation, Delivery
+from conversations.alerts.models import Alert, AlertRule, AlertTimer, Delivery
+from conversations.alerts.services import (
+    Change,
+    alert_acknowledge,
+    alert_rule_create,
+    alerts_due,
+    alerts_evaluate,
+)
+from conversations.record.models.conversation import Conversation
 from conversations.record.schemas import BLOCK_ADAPTER
+from conversations.record.services.appending import message_append
+from conversations.record.services.conversations import conversation_create, conversation_update
+from conversations.sharing.services import share_create
 from tests.builders import text, tool_result, tool_use
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
@@ -36,7 +46,7 @@ commit: Any = None
 
 def append(conversation: Any, role: str, *blocks: dict[str, Any], **metadata: Any) -> None:
     with commit(execute=True):
-        services.message_append(
+        message_append(
             conversation=conversation,
             role=role,
             blocks=[BLOCK_ADAPTER.validate_python(b) for b in blocks],
@@ -46,7 +56,7 @@ def append(conversation: Any, role: str, *blocks: dict[str, Any], **metadata: An
 
 
 def conversation(title: str = "agent run", **metadata: Any) -> Any:
-    return services.conversation_create(title=title, metadata=metadata)
+    return conversation_create(title=title, metadata=metadata)
 
 
 # -- the API --------------------------------------------------------------------------------------
@@ -126,7 +136,7 @@ def test_a_secret_is_never_stored_by_an_idempotency_key(api: Any) -> None:
 
 
 def test_tool_errors_fire_once_until_acknowledged() -> None:
-    rule = services.alert_rule_create(kind="tool_error")
+    rule = alert_rule_create(kind="tool_error")
     c = conversation()
     append(c, "assistant", tool_use("t1"))
     assert not Alert.objects.exists()
@@ -135,8 +145,8 @@ def test_tool_errors_fire_once_until_acknowledged() -> None:
     append(c, "user", tool_result("t2", "boom again", is_error=True))
     (alert,) = Alert.objects.all()
     assert alert.rule == rule and alert.seq == 1 and "1 tool error" in alert.detail
-    assert services.alert_acknowledge(alert=alert, by="ops")
-    assert not services.alert_acknowledge(alert=alert, by="ops")
+    assert alert_acknowledge(alert=alert, by="ops")
+    assert not alert_acknowledge(alert=alert, by="ops")
     append(c, "assistant", tool_use("t3"))
     append(c, "user", tool_result("t3", "and again", is_error=True))
     assert Alert.objects.count() == 2
@@ -144,7 +154,7 @@ def test_tool_errors_fire_once_until_acknowledged() -> None:
 
 
 def test_pressure_fires_once_and_rearms_below_the_threshold() -> None:
-    services.alert_rule_create(kind="pressure", threshold_percent=50)
+    alert_rule_create(kind="pressure", threshold_percent=50)
     c = conversation(context_window=2000)
     append(c, "user", text("hello " * 100))  # ≈100 tokens: 5%
     assert not Alert.objects.exists()
@@ -153,52 +163,48 @@ def test_pressure_fires_once_and_rearms_below_the_threshold() -> None:
     (alert,) = Alert.objects.all()
     assert alert.seq == 1 and "threshold 50%" in alert.detail and alert.ended_at is None
     # A bigger window (as a compaction would leave a smaller request): the episode ends…
-    services.conversation_update(
-        conversation=c, title=c.title, metadata={"context_window": 100_000}
-    )
+    conversation_update(conversation=c, title=c.title, metadata={"context_window": 100_000})
     append(c, "user", text("after"))
     alert.refresh_from_db()
     assert alert.ended_at is not None
     # …and the next time the request reaches the threshold is a new alert.
-    services.conversation_update(conversation=c, title=c.title, metadata={"context_window": 2000})
+    conversation_update(conversation=c, title=c.title, metadata={"context_window": 2000})
     append(c, "user", text("again"))
     assert Alert.objects.count() == 2
 
 
 def test_unanswered_fires_when_the_call_has_waited_and_not_before() -> None:
-    services.alert_rule_create(kind="unanswered", after_seconds=30)
+    alert_rule_create(kind="unanswered", after_seconds=30)
     c = conversation()
     append(c, "assistant", tool_use("t1"))
     (timer,) = AlertTimer.objects.all()
-    assert services.alerts_due(now=timezone.now()) == 0
-    assert services.alerts_due(now=timezone.now() + timedelta(seconds=31)) == 1
+    assert alerts_due(now=timezone.now()) == 0
+    assert alerts_due(now=timezone.now() + timedelta(seconds=31)) == 1
     (alert,) = Alert.objects.all()
     assert alert.seq == 0 and "unanswered for 30 s" in alert.detail
     assert not AlertTimer.objects.exists()
     append(c, "assistant", text("still thinking"), tool_use("t2"))  # the episode runs on
-    assert services.alerts_due(now=timezone.now() + timedelta(hours=1)) == 0
+    assert alerts_due(now=timezone.now() + timedelta(hours=1)) == 0
     append(c, "user", tool_result("t2"))  # answered: the episode ends
     alert.refresh_from_db()
     assert alert.ended_at is not None
 
 
 def test_an_answered_call_fires_nothing() -> None:
-    services.alert_rule_create(kind="unanswered", after_seconds=30)
+    alert_rule_create(kind="unanswered", after_seconds=30)
     c = conversation()
     append(c, "assistant", tool_use("t1"))
     append(c, "user", tool_result("t1"))
-    assert services.alerts_due(now=timezone.now() + timedelta(minutes=5)) == 0
+    assert alerts_due(now=timezone.now() + timedelta(minutes=5)) == 0
     assert not Alert.objects.exists() and not AlertTimer.objects.exists()
 
 
 def test_each_compaction_boundary_fires_once() -> None:
-    services.alert_rule_create(kind="compaction")
+    alert_rule_create(kind="compaction")
     c = conversation()
     append(c, "user", text("before"))
     marks = [{"seq": 1, "trigger": HOSTILE, "pre_tokens": 150000}]
-    services.conversation_update(
-        conversation=c, title=c.title, metadata={"compact_boundaries": marks}
-    )
+    conversation_update(conversation=c, title=c.title, metadata={"compact_boundaries": marks})
     append(c, "user", text("summary"))
     append(c, "user", text("after"))
     (alert,) = Alert.objects.all()
@@ -206,7 +212,7 @@ def test_each_compaction_boundary_fires_once() -> None:
 
 
 def test_a_match_limits_a_rule_to_titles_or_sources_holding_it() -> None:
-    services.alert_rule_create(kind="tool_error", match="Prod")
+    alert_rule_create(kind="tool_error", match="Prod")
     watched = conversation("nightly prod run")
     sourced = conversation("run", source="claude-code:prod")
     other = conversation("staging run")
@@ -216,7 +222,7 @@ def test_a_match_limits_a_rule_to_titles_or_sources_holding_it() -> None:
 
 
 def test_a_webhook_rule_stores_one_delivery_with_the_body_it_sends() -> None:
-    rule = services.alert_rule_create(kind="tool_error", webhook_url="http://127.0.0.1:9/h")
+    rule = alert_rule_create(kind="tool_error", webhook_url="http://127.0.0.1:9/h")
     c = conversation()
     append(c, "user", tool_result("t", "boom", is_error=True))
     (delivery,) = Delivery.objects.all()
@@ -233,7 +239,7 @@ def test_evaluating_with_no_rules_is_one_query(django_assert_num_queries: Any) -
     c = conversation()
     append(c, "user", text("hello"))
     with django_assert_num_queries(1):
-        assert services.alerts_evaluate(services.Change(str(c.pk), 0, 0)) == 0
+        assert alerts_evaluate(Change(str(c.pk), 0, 0)) == 0
 
 
 def test_evaluating_rules_that_do_not_fire_reads_four_rows_sets_whatever_their_number(
@@ -241,13 +247,13 @@ def test_evaluating_rules_that_do_not_fire_reads_four_rows_sets_whatever_their_n
 ) -> None:
     for _ in range(5):
         for kind in ("tool_error", "compaction", "unanswered"):
-            services.alert_rule_create(kind=kind)
+            alert_rule_create(kind=kind)
     c = conversation()
     for n in range(30):
         append(c, "user", text(f"message {n}"))
     # The rules, the conversation's row, its running episodes, its clocks: no writes.
     with django_assert_num_queries(4):
-        assert services.alerts_evaluate(services.Change(str(c.pk), 29, 0)) == 0
+        assert alerts_evaluate(Change(str(c.pk), 29, 0)) == 0
 
 
 # -- the pages ------------------------------------------------------------------------------------
@@ -263,7 +269,7 @@ def acknowledger_client(operator: Any) -> Client:
 
 
 def fired(title: str = "agent run") -> tuple[Any, Alert]:
-    services.alert_rule_create(kind="tool_error")
+    alert_rule_create(kind="tool_error")
     c = conversation(title)
     append(c, "user", tool_result("t", "boom", is_error=True))
     return c, Alert.objects.get(conversation=c)
@@ -277,7 +283,7 @@ def test_the_list_shows_a_badge_and_filters_open_alerts(operator_client: Client)
     only = operator_client.get("/?alerts=open").content.decode()
     assert "alerted run" in only and "quiet run" not in only
     assert 'name="alerts" value="open" checked' in only
-    services.alert_acknowledge(alert=alert, by="ops")
+    alert_acknowledge(alert=alert, by="ops")
     after = operator_client.get("/?alerts=open").content.decode()
     assert "alerted run" not in after
     assert quiet.pk
@@ -327,13 +333,11 @@ def test_another_conversations_alert_is_not_found(acknowledger_client: Client) -
 
 
 def test_hostile_text_in_titles_and_details_is_shown_as_text(operator_client: Client) -> None:
-    services.alert_rule_create(kind="compaction")
+    alert_rule_create(kind="compaction")
     c = conversation(HOSTILE)
     append(c, "user", text("before"))
     marks = [{"seq": 1, "trigger": HOSTILE}]
-    services.conversation_update(
-        conversation=c, title=c.title, metadata={"compact_boundaries": marks}
-    )
+    conversation_update(conversation=c, title=c.title, metadata={"compact_boundaries": marks})
     append(c, "user", text("summary"))
     assert Alert.objects.filter(detail__contains="<script>").exists()
     for url in ("/", c.get_absolute_url()):
@@ -344,7 +348,7 @@ def test_hostile_text_in_titles_and_details_is_shown_as_text(operator_client: Cl
 
 def test_a_share_page_shows_no_alerts(operator_client: Client) -> None:
     c, alert = fired()
-    _, token = services.share_create(conversation=c)
+    _, token = share_create(conversation=c)
     page = Client().get(f"/s/{token}/").content.decode()
     assert alert.detail not in page and 'id="alerts"' not in page
 
@@ -430,7 +434,7 @@ def test_a_webhook_url_is_shown_without_its_credentials(url: str, shown: str) ->
 
 
 def test_the_admin_masks_webhook_credentials_to_viewers(operator: Any) -> None:
-    rule = services.alert_rule_create(kind="tool_error", webhook_url=SECRET_URL)
+    rule = alert_rule_create(kind="tool_error", webhook_url=SECRET_URL)
     c = conversation()
     append(c, "user", tool_result("t", "boom", is_error=True))
     delivery = Delivery.objects.get()
@@ -471,7 +475,7 @@ HOOK = "http://127.0.0.1:9/h"
 
 def before_the_error(api: Any) -> Any:
     """A watched conversation with messages #0 and #1; the error comes at #2."""
-    services.alert_rule_create(kind="tool_error", webhook_url=HOOK)
+    alert_rule_create(kind="tool_error", webhook_url=HOOK)
     c = conversation()
     append(c, "user", text("start"))
     append(c, "assistant", tool_use("t1"))
@@ -539,7 +543,7 @@ def test_an_error_in_a_batch_names_its_message_not_the_batch_last(
 
 
 def test_an_error_in_an_import_names_its_message(api: Any, operator_client: Client) -> None:
-    services.alert_rule_create(kind="tool_error", webhook_url=HOOK)
+    alert_rule_create(kind="tool_error", webhook_url=HOOK)
     body = {
         "model": "claude-sonnet-4-5",
         "messages": [
@@ -570,8 +574,8 @@ def test_an_error_in_an_import_names_its_message(api: Any, operator_client: Clie
 
 def test_merged_changes_name_the_earliest_error() -> None:
     """The alert loop merges what several commits appended: the first error stays named."""
-    one = services.Change("c", 2, 1, error_seq=2)
-    later = services.Change("c", 3, 0)
+    one = Change("c", 2, 1, error_seq=2)
+    later = Change("c", 3, 0)
     assert one.merged(later).error_seq == 2 and later.merged(one).error_seq == 2
-    assert one.merged(services.Change("c", 4, 1, error_seq=4)).error_seq == 2
+    assert one.merged(Change("c", 4, 1, error_seq=4)).error_seq == 2
     assert later.merged(later).error_seq is None

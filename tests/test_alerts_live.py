@@ -12,9 +12,10 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
+from conversations.alerts.models import Alert
+from conversations.alerts.services import alert_acknowledge, alert_rule_create
 from conversations.dashboard import socket_urls as routing
-from conversations.record import services
-from conversations.record.models import Alert
+from conversations.sharing.services import share_create
 from tests.builders import tool_result
 from tests.test_consumers import (
     QUIET,
@@ -55,7 +56,7 @@ def may_acknowledge(username: str = "operator") -> None:
 @in_loop
 async def test_the_header_gets_the_alert_as_the_page_renders_it(operator: Client) -> None:  # noqa: F811
     await sync_to_async(may_acknowledge)()
-    await sync_to_async(services.alert_rule_create)(kind="tool_error")
+    await sync_to_async(alert_rule_create)(kind="tool_error")
     conversation = await sync_to_async(create)("Watched")
     cid = conversation.pk
     async with socket(conversation_path(cid), operator) as ws:
@@ -78,7 +79,7 @@ async def test_the_header_gets_the_alert_as_the_page_renders_it(operator: Client
 
 @in_loop
 async def test_the_list_row_gets_its_badge(operator: Client) -> None:  # noqa: F811
-    await sync_to_async(services.alert_rule_create)(kind="tool_error")
+    await sync_to_async(alert_rule_create)(kind="tool_error")
     conversation = await sync_to_async(create)("Listed")
     cid = conversation.pk
     async with socket(routing.list_socket_url(), operator) as ws:
@@ -90,9 +91,9 @@ async def test_the_list_row_gets_its_badge(operator: Client) -> None:  # noqa: F
 
 @in_loop
 async def test_a_share_socket_hears_nothing_of_alerts() -> None:
-    await sync_to_async(services.alert_rule_create)(kind="tool_error")
+    await sync_to_async(alert_rule_create)(kind="tool_error")
     conversation = await sync_to_async(create)("Shared")
-    _, token = await sync_to_async(services.share_create)(conversation=conversation)
+    _, token = await sync_to_async(share_create)(conversation=conversation)
     async with share_socket(share_path(token)) as ws:
         await sync_to_async(error)(conversation.pk)
         frames = [await frame(ws)]
@@ -104,7 +105,7 @@ async def test_a_share_socket_hears_nothing_of_alerts() -> None:
 async def test_the_header_offers_acknowledging_only_to_who_may(operator: Client) -> None:  # noqa: F811
     """A socket's alerts carry the acknowledge button as the user's page does: not without
     conversations.change_alert, and once it is granted, with the next change."""
-    await sync_to_async(services.alert_rule_create)(kind="tool_error")
+    await sync_to_async(alert_rule_create)(kind="tool_error")
     conversation = await sync_to_async(create)("Watched")
     cid = conversation.pk
     async with socket(conversation_path(cid), operator) as ws:
@@ -115,7 +116,7 @@ async def test_the_header_offers_acknowledging_only_to_who_may(operator: Client)
         assert pushed == alerts_of(await sync_to_async(page)(operator, f"/c/{cid}/"))
         await sync_to_async(may_acknowledge)()
         alert = await sync_to_async(Alert.objects.get)(conversation_id=cid)
-        await sync_to_async(services.alert_acknowledge)(alert=alert, by="ops")
+        await sync_to_async(alert_acknowledge)(alert=alert, by="ops")
         assert 'data-open="0"' in alerts_of(await frame(ws))
         await sync_to_async(error)(cid)
         frames = [await frame(ws), await frame(ws)]

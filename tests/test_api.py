@@ -21,9 +21,12 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from conversations.core import replay
-from conversations.record import services
-from conversations.record.models import Block, Conversation, IdempotentResponse, Message
+from conversations.record.models.conversation import Block, Conversation, Message
+from conversations.record.models.tokens import IdempotentResponse
 from conversations.record.schemas import BLOCK_ADAPTER
+from conversations.record.services.api_tokens import api_token_create, api_token_revoke
+from conversations.record.services.appending import message_append
+from conversations.record.services.conversations import conversation_create
 from tests.conftest import ApiClient
 
 LIST = "/api/conversations"
@@ -138,8 +141,8 @@ def test_anonymous_request_is_refused_with_a_bearer_challenge(anonymous_api, con
 
 
 def revoked_token() -> str:
-    token, clear = services.api_token_create(label="revoked")
-    services.api_token_revoke(token=token)
+    token, clear = api_token_create(label="revoked")
+    api_token_revoke(token=token)
     return clear
 
 
@@ -935,7 +938,7 @@ def test_a_repeated_block_with_the_same_key_is_stored_once(api, conversation):
 
 
 def test_the_same_key_under_another_token_is_independent(api, conversation):
-    _, other = services.api_token_create(label="other")
+    _, other = api_token_create(label="other")
     other_api = ApiClient(other)
     body = {"role": "user", "blocks": [GOOD[0]]}
     key = {"Idempotency-Key": "shared"}
@@ -1036,7 +1039,7 @@ def test_a_body_over_the_limit_is_refused_in_process(api, settings):
 
 
 def build(messages: int) -> Conversation:
-    conversation = services.conversation_create(title=f"{messages} messages")
+    conversation = conversation_create(title=f"{messages} messages")
     blocks = [
         BLOCK_ADAPTER.validate_python({"type": "text", "text": "hi"}),
         BLOCK_ADAPTER.validate_python(
@@ -1046,7 +1049,7 @@ def build(messages: int) -> Conversation:
     ]
     for n in range(messages):
         role = ("user", "assistant")[n % 2]
-        services.message_append(conversation=conversation, role=role, blocks=blocks)
+        message_append(conversation=conversation, role=role, blocks=blocks)
     return conversation
 
 

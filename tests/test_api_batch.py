@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from conversations.record.models import Message
+from conversations.record.models.conversation import Message
 from conversations.record.schemas import MAX_BATCH_MESSAGES
 from tests.builders import png, text, tool_result, tool_use
 from tests.test_api import append, assert_error, create, one, state

@@ -8,9 +8,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from conversations.core import compact, replay, tokens
+from conversations.core import replay
+from conversations.core.counting import compact, tokens
 from conversations.core.replay import StoredMessage, TextBlock, ToolResultBlock, ToolUseBlock
-from conversations.record import token_counts
+from conversations.record.counting import token_counts
 from tests import builders as b
 from tests.conftest import ApiClient
 from tests.sdk_types import validate_payload

@@ -13,8 +13,10 @@ import orjson
 import pytest
 from PIL import Image
 
-from conversations.record import services
-from conversations.record.models import Block, Conversation, Message
+from conversations.record.models.conversation import Block, Conversation, Message
+from conversations.record.services.api_tokens import api_token_create
+from conversations.record.services.appending import message_append
+from conversations.record.services.conversations import conversation_create
 from tests.conftest import Server, start_daphne
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
@@ -35,7 +37,7 @@ def small_daphne(
 
 @pytest.fixture
 def live_token() -> str:
-    _, clear = services.api_token_create(label="live")
+    _, clear = api_token_create(label="live")
     return clear
 
 
@@ -56,8 +58,8 @@ def chunks(raw: bytes, size: int = 64 * 1024) -> Iterator[bytes]:
 
 @pytest.fixture
 def live_conversation(live_token: str) -> str:
-    conversation = services.conversation_create(title="Live")
-    services.message_append(conversation=conversation, role="user", blocks=[])
+    conversation = conversation_create(title="Live")
+    message_append(conversation=conversation, role="user", blocks=[])
     return str(conversation.id)
 
 

@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from conversations.record import services
-from conversations.record.models import Conversation
+from conversations.record.models.conversation import Conversation
 from conversations.record.schemas import BLOCK_ADAPTER, TextIn, ToolResultIn
+from conversations.record.services.appending import message_append
+from conversations.record.services.conversations import conversation_create
+from conversations.sharing.services import share_create
 
 RESULTS = 250
 
@@ -22,15 +24,13 @@ RESULTS = 250
 @pytest.fixture
 def many_results(db: None) -> Conversation:
     """A user message of 250 tool results: microcompact (keep 3) changes the first 247."""
-    conversation = services.conversation_create(title="Many results")
-    services.message_append(
-        conversation=conversation, role="user", blocks=[TextIn(type="text", text="go")]
-    )
+    conversation = conversation_create(title="Many results")
+    message_append(conversation=conversation, role="user", blocks=[TextIn(type="text", text="go")])
     results = [
         ToolResultIn(type="tool_result", tool_use_id=f"c{i}", name="read", content=f"out {i}")
         for i in range(RESULTS)
     ]
-    services.message_append(conversation=conversation, role="user", blocks=results)
+    message_append(conversation=conversation, role="user", blocks=results)
     return conversation
 
 
@@ -128,9 +128,9 @@ def test_one_message_never_takes_more_than_2_mb_of_the_page(
     operator_client: Client, db: None
 ) -> None:
     """Quotes escape to six bytes each: 100 blocks of 4,000 would be 2.4 MB."""
-    conversation = services.conversation_create(title="Quotes")
+    conversation = conversation_create(title="Quotes")
     blocks = [TextIn(type="text", text='"' * 5000) for _ in range(150)]
-    services.message_append(conversation=conversation, role="user", blocks=blocks)
+    message_append(conversation=conversation, role="user", blocks=blocks)
     page = operator_client.get(f"/c/{conversation.pk}/context").content.decode()
     html = message_html(page, 0)
     assert len(html.encode()) <= 2 * 1024 * 1024
@@ -142,9 +142,9 @@ def test_one_message_never_takes_more_than_2_mb_of_the_page(
 
 
 def test_a_message_of_20000_blocks_keeps_the_page_small(operator_client: Client, db: None) -> None:
-    conversation = services.conversation_create(title="Letters")
+    conversation = conversation_create(title="Letters")
     blocks = [TextIn(type="text", text="a")] * 20_000
-    services.message_append(conversation=conversation, role="assistant", blocks=blocks)
+    message_append(conversation=conversation, role="assistant", blocks=blocks)
     page = operator_client.get(f"/c/{conversation.pk}/context")
     assert len(page.content) < 200_000  # it was 3 MB (160,000 elements)
     assert fold(message_html(page.content.decode(), 0))["count"] == 19_900
@@ -198,7 +198,7 @@ def test_the_blocks_fragment_refuses_what_is_not_there_and_needs_an_operator(
 def test_a_share_page_loads_a_messages_other_blocks_inside_its_scope(
     many_results: Conversation,
 ) -> None:
-    _, token = services.share_create(conversation=many_results, up_to_seq=1, images=False)
+    _, token = share_create(conversation=many_results, up_to_seq=1, images=False)
     reader = Client()
     page = reader.get(f"/s/{token}/").content.decode()
     html = record_html(page, 1)
@@ -219,20 +219,20 @@ def test_a_share_page_loads_a_messages_other_blocks_inside_its_scope(
 def test_a_share_link_without_images_withholds_them_from_loaded_blocks(db: None) -> None:
     from tests.builders import png
 
-    conversation = services.conversation_create(title="Pictures")
+    conversation = conversation_create(title="Pictures")
     blocks = [services_block(png()) for _ in range(120)]
-    services.message_append(conversation=conversation, role="user", blocks=blocks)
-    _, without = services.share_create(conversation=conversation, images=False)
-    _, with_images = services.share_create(conversation=conversation)
+    message_append(conversation=conversation, role="user", blocks=blocks)
+    _, without = share_create(conversation=conversation, images=False)
+    _, with_images = share_create(conversation=conversation)
     path = f"c/{conversation.pk}/m/0/blocks?from=100"
     assert "/image" not in Client().get(f"/s/{without}/{path}").content.decode()
     assert f"/s/{with_images}/c/" in Client().get(f"/s/{with_images}/{path}").content.decode()
 
 
 def test_a_blocks_text_is_read_without_its_message(operator_client: Client, db: None) -> None:
-    conversation = services.conversation_create(title="Letters")
+    conversation = conversation_create(title="Letters")
     blocks = [TextIn(type="text", text=str(i)) for i in range(3000)]
-    services.message_append(conversation=conversation, role="user", blocks=blocks)
+    message_append(conversation=conversation, role="user", blocks=blocks)
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 

@@ -87,10 +87,11 @@ def _starts(text: str, needle: str) -> list[int]:
 def test_the_streamed_answers_equal_the_whole_reads(api: ApiClient, shape: str) -> None:
     import orjson
 
-    from conversations.core.compact import Policy
+    from conversations.core.counting.compact import Policy
     from conversations.core.options import ReplayOptions
-    from conversations.record import preview_counts, selectors
-    from conversations.record.models import Conversation
+    from conversations.record.counting import preview_counts
+    from conversations.record.models.conversation import Conversation
+    from conversations.record.reads import selectors
 
     (cid,) = imported(api, FIXTURE)
     conversation = Conversation.objects.get(id=cid)

@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 
-from conversations.record import events, services
+from conversations.record import events
+from conversations.record.services.appending import block_append
+from conversations.record.services.conversations import conversation_create, conversation_delete
 from tests.test_events import Member, append, fresh_channel_layer, text
 
 __all__ = ["fresh_channel_layer"]  # the layer of each test, from test_events
@@ -54,7 +56,7 @@ class HeldSend:
 def test_the_first_add_goes_at_once_and_what_queued_behind_it_goes_as_one_event(
     monkeypatch: Any,
 ) -> None:
-    conversation = services.conversation_create(title="Behind")
+    conversation = conversation_create(title="Behind")
     cid = str(conversation.id)
     held = HeldSend(monkeypatch)
 
@@ -68,7 +70,7 @@ def test_the_first_add_goes_at_once_and_what_queued_behind_it_goes_as_one_event(
         assert [c["type"] for c in held.calls] == ["conversation.message_added"]
 
         def more() -> None:
-            services.block_append(message=first, block=text("0.1"))
+            block_append(message=first, block=text("0.1"))
             for n in range(1, 6):
                 append(conversation, f"{n}", f"{n}.1")
 
@@ -100,7 +102,7 @@ def test_the_first_add_goes_at_once_and_what_queued_behind_it_goes_as_one_event(
 
 
 def test_what_queued_goes_out_before_the_conversations_deletion(monkeypatch: Any) -> None:
-    conversation = services.conversation_create(title="Deleted while behind")
+    conversation = conversation_create(title="Deleted while behind")
     cid = str(conversation.id)
     held = HeldSend(monkeypatch)
 
@@ -111,7 +113,7 @@ def test_what_queued_goes_out_before_the_conversations_deletion(monkeypatch: Any
         def adds_then_delete() -> None:
             for n in range(4):
                 append(conversation, f"{n}")
-            services.conversation_delete(conversation=conversation)
+            conversation_delete(conversation=conversation)
 
         await sync_to_async(adds_then_delete)()
         held.release()
@@ -130,7 +132,7 @@ def test_what_queued_goes_out_before_the_conversations_deletion(monkeypatch: Any
 def test_a_layer_failing_a_coalesced_change_does_not_lose_the_event_behind_it(
     monkeypatch: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    conversation = services.conversation_create(title="Failing layer")
+    conversation = conversation_create(title="Failing layer")
     cid = str(conversation.id)
     held = HeldSend(monkeypatch, fail="conversation.changed")
 
@@ -141,7 +143,7 @@ def test_a_layer_failing_a_coalesced_change_does_not_lose_the_event_behind_it(
         def adds_then_delete() -> None:
             for n in range(3):
                 append(conversation, f"{n}")
-            services.conversation_delete(conversation=conversation)
+            conversation_delete(conversation=conversation)
 
         await sync_to_async(adds_then_delete)()
         held.release()

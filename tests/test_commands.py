@@ -17,8 +17,10 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import Client
 
-from conversations.record import services
-from conversations.record.models import ApiToken, Block, Conversation, Message
+from conversations.record.models.conversation import Block, Conversation, Message
+from conversations.record.models.tokens import ApiToken
+from conversations.record.services.api_tokens import api_token_revoke
+from conversations.record.services.conversations import conversation_create
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.django_db
@@ -99,7 +101,7 @@ def test_create_api_token_needs_a_label() -> None:
 
 def test_a_revoked_token_no_longer_authenticates() -> None:
     token = command("create_api_token", "ci")[-1]
-    services.api_token_revoke(token=ApiToken.objects.get())
+    api_token_revoke(token=ApiToken.objects.get())
 
     response = Client().get("/api/conversations", headers={"Authorization": f"Bearer {token}"})
 
@@ -176,7 +178,7 @@ def test_demo_replays_through_the_api(api: Any) -> None:
 
 
 def test_load_demo_leaves_a_database_with_conversations_alone() -> None:
-    services.conversation_create(title="Real work")
+    conversation_create(title="Real work")
 
     lines = command("load_demo")
 

@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conversations.core import compact, replay, tokens
-from conversations.core.compact import Policy
+from conversations.core import replay
+from conversations.core.counting import compact, tokens
+from conversations.core.counting.compact import Policy
 from conversations.core.options import OptionError
 from conversations.core.replay import (
     ReasoningBlock,

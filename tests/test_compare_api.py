@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from conversations.record import services
 from conversations.record.schemas import MessageIn
+from conversations.record.services.appending import messages_append
+from conversations.record.services.conversations import conversation_create
 from tests.builders import text, tool_result, tool_use
 from tests.conftest import ApiClient
 from tests.realdata import REAL
@@ -19,9 +20,9 @@ Spec = tuple[str, list[dict[str, Any]]]
 
 
 def run(*messages: Spec, title: str = "run", metadata: dict[str, Any] | None = None) -> Any:
-    conversation = services.conversation_create(title=title, metadata=metadata or {})
+    conversation = conversation_create(title=title, metadata=metadata or {})
     if messages:
-        services.messages_append(
+        messages_append(
             conversation=conversation,
             messages=[MessageIn(role=role, blocks=blocks) for role, blocks in messages],
         )
@@ -240,7 +241,7 @@ def imported(api: ApiClient, name: str) -> str:
 
 @pytest.mark.sqlite
 def test_two_real_claude_code_sessions(api: ApiClient) -> None:
-    from conversations.record.models import Block, Conversation
+    from conversations.record.models.conversation import Block, Conversation
 
     a = imported(api, "claude_code_tool_heavy_parallel_interrupts.jsonl")
     b = imported(api, "claude_code_rejected_tool_use_interrupted.jsonl")
@@ -285,9 +286,7 @@ def test_a_comparison_follows_appends_and_pages_align_once(api: ApiClient) -> No
 
     signatures = [q for q in second_page if reads_signatures(q["sql"])]
     assert signatures == []
-    services.messages_append(
-        conversation=b, messages=[MessageIn(role="assistant", blocks=[text("new")])]
-    )
+    messages_append(conversation=b, messages=[MessageIn(role="assistant", blocks=[text("new")])])
     b.refresh_from_db()
     data = compare(api, a, b, page="2")
     assert data["first_divergence"] == {"a_seq": None, "b_seq": 700}

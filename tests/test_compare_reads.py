@@ -8,8 +8,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from conversations.compare import reads as comparing
 from conversations.core import compare
-from conversations.record import comparing, selectors
+from conversations.record.reads import selectors
 from tests.builders import text, tool_result, tool_use
 from tests.test_compare_api import run
 from tests.test_finding import plans

@@ -12,7 +12,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
-from conversations.record import services
+from conversations.sharing.services import share_create
 from tests.builders import text, tool_result, tool_use
 from tests.test_compare_api import run, task
 
@@ -146,7 +146,7 @@ def test_the_conversation_page_offers_compare_with(operator_client: Client) -> N
 @pytest.mark.sqlite
 def test_share_links_do_not_reach_the_comparison(client: Client, operator_client) -> None:
     a, b = run(*task()), run(*task())
-    _link, token = services.share_create(conversation=a)
+    _link, token = share_create(conversation=a)
     shared = client.get(f"/s/{token}/")
     assert shared.status_code == 200
     assert "compare-link" not in shared.content.decode()

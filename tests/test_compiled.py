@@ -1,4 +1,4 @@
-"""Reads compiled once (conversations/record/compiled.py): the same rows as the ORM's own
+"""Reads compiled once (conversations/record/reads/compiled.py): the same rows as the ORM's own
 query, on SQLite and PostgreSQL alike, for every shape; built once per shape; and a build
 function whose SQL cannot be reused is run as built."""
 
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from django.db.models import QuerySet
 
-from conversations.record import compiled, selectors
-from conversations.record.models import Block, Conversation, Message
+from conversations.record.models.conversation import Block, Conversation, Message
+from conversations.record.reads import compiled, selectors
 from tests.builders import png, stored, text, tool_result, tool_use
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite]
@@ -61,7 +61,7 @@ def test_preview_rows_of_an_unknown_conversation_are_none(conversation: Conversa
 
 
 def test_a_conversation_and_whether_it_holds_notes(conversation: Conversation) -> None:
-    from conversations.record import services
+    from conversations.record.notes.services import note_add
 
     found = selectors.conversation_noted(conversation.pk)
     assert found is not None
@@ -70,7 +70,7 @@ def test_a_conversation_and_whether_it_holds_notes(conversation: Conversation) -
         conversation.pk, conversation.title, conversation.message_count, conversation.metadata
     )  # fmt: skip
     assert row.updated_at == conversation.updated_at and noted is False
-    services.note_add(conversation=conversation, message_seq=1, text="why?", token_label="ci")
+    note_add(conversation=conversation, message_seq=1, text="why?", token_label="ci")
     assert selectors.conversation_noted(str(conversation.pk)) == (row, True)
     assert selectors.conversation_noted(uuid.uuid4()) is None
     assert selectors.conversation_noted("not a uuid") is None

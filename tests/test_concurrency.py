@@ -21,9 +21,11 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
-from conversations.record import selectors, services
-from conversations.record.models import Block, Conversation, Message
+from conversations.record.models.conversation import Block, Conversation, Message
+from conversations.record.reads import selectors
 from conversations.record.schemas import ReasoningIn, TextIn
+from conversations.record.services.appending import block_append, message_append
+from conversations.record.services.conversations import conversation_create
 from tests.conftest import ROOT, Server, database_url
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.sqlite]  # WAL, busy timeout
@@ -69,8 +71,8 @@ def run_in_threads(count: int, work: Callable[[int], None]) -> None:
 
 
 def test_threads_appending_messages_and_blocks_keep_the_record_dense() -> None:
-    conversation = services.conversation_create(title="threads")
-    shared, _ = services.message_append(
+    conversation = conversation_create(title="threads")
+    shared, _ = message_append(
         conversation=conversation, role="user", blocks=[TextIn(type="text", text="shared-0")]
     )
 
@@ -79,15 +81,15 @@ def test_threads_appending_messages_and_blocks_keep_the_record_dense() -> None:
         mine = Conversation.objects.get(pk=conversation.pk)
         target = Message.objects.get(pk=shared.pk)
         for i in range(APPENDS_PER_THREAD):
-            message, _ = services.message_append(
+            message, _ = message_append(
                 conversation=mine,
                 role="assistant",
                 blocks=[TextIn(type="text", text=f"t{worker}-m{i}")],
             )
-            services.block_append(
+            block_append(
                 message=message, block=ReasoningIn(type="reasoning", text=f"t{worker}-b{i}")
             )
-            services.block_append(message=target, block=TextIn(type="text", text=f"t{worker}-s{i}"))
+            block_append(message=target, block=TextIn(type="text", text=f"t{worker}-s{i}"))
 
     run_in_threads(THREADS, work)
 
@@ -110,9 +112,9 @@ import sys
 import django
 
 django.setup()
-from conversations.record import selectors
-from conversations.record import services
-from conversations.record.models import Conversation
+from conversations.record.reads import selectors
+from conversations.record.services import appending
+from conversations.record.models.conversation import Conversation
 from conversations.record.schemas import ReasoningIn, TextIn
 
 conversation_id, worker, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -121,21 +123,21 @@ shared = selectors.message_get(conversation, 0)
 print("ready", flush=True)
 sys.stdin.readline()
 for i in range(count):
-    message, _ = services.message_append(
+    message, _ = appending.message_append(
         conversation=conversation, role="assistant",
         blocks=[TextIn(type="text", text=f"p{worker}-m{i}")],
     )
-    services.block_append(
+    appending.block_append(
         message=message, block=ReasoningIn(type="reasoning", text=f"p{worker}-b{i}")
     )
-    services.block_append(message=shared, block=TextIn(type="text", text=f"p{worker}-s{i}"))
+    appending.block_append(message=shared, block=TextIn(type="text", text=f"p{worker}-s{i}"))
 print("done", flush=True)
 """
 
 
 def test_processes_appending_to_one_conversation_keep_the_record_dense() -> None:
-    conversation = services.conversation_create(title="processes")
-    services.message_append(
+    conversation = conversation_create(title="processes")
+    message_append(
         conversation=conversation, role="user", blocks=[TextIn(type="text", text="shared-0")]
     )
     env = os.environ | {

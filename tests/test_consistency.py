@@ -17,9 +17,12 @@ import httpx2 as httpx
 import pytest
 from django.db import connection, connections
 
-from conversations.record import selectors, services, shapes
-from conversations.record.models import Conversation, Message
+from conversations.record.models.conversation import Conversation, Message
+from conversations.record.reads import selectors, shapes
 from conversations.record.schemas import TextIn
+from conversations.record.services.api_tokens import api_token_create
+from conversations.record.services.appending import block_append, message_append, messages_append
+from conversations.record.services.conversations import conversation_create
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.sqlite]  # WAL, busy timeout
 
@@ -72,9 +75,9 @@ def before_reading_blocks(work: Callable[[], None]) -> Any:
 
 @pytest.fixture
 def conversation() -> Conversation:
-    conversation = services.conversation_create(title="Consistency")
+    conversation = conversation_create(title="Consistency")
     for n in range(3):
-        services.message_append(
+        message_append(
             conversation=conversation, role="user", blocks=[text(f"{n}.0"), text(f"{n}.1")]
         )
     return Conversation.objects.get(pk=conversation.pk)
@@ -82,8 +85,8 @@ def conversation() -> Conversation:
 
 def write_meanwhile(conversation_id: Any) -> None:
     target = Conversation.objects.get(pk=conversation_id)
-    services.message_append(conversation=target, role="assistant", blocks=[text("new")])
-    services.block_append(
+    message_append(conversation=target, role="assistant", blocks=[text("new")])
+    block_append(
         message=Message.objects.get(conversation_id=conversation_id, seq=1), block=text("1.2")
     )
 
@@ -124,10 +127,10 @@ def test_reads_during_writes_never_fail_and_are_consistent(daphne, operator_clie
     over every read path: no 5xx, and every record agrees with itself."""
     from django.conf import settings
 
-    conversation = services.conversation_create(title="Hammered")
+    conversation = conversation_create(title="Hammered")
     for n in range(5):
-        services.message_append(conversation=conversation, role="user", blocks=[text(f"seed {n}")])
-    _, token = services.api_token_create(label="readers")
+        message_append(conversation=conversation, role="user", blocks=[text(f"seed {n}")])
+    _, token = api_token_create(label="readers")
     cid = str(conversation.pk)
     cookie = operator_client.cookies[settings.SESSION_COOKIE_NAME].value
     stop = threading.Event()
@@ -141,15 +144,15 @@ def test_reads_during_writes_never_fail_and_are_consistent(daphne, operator_clie
             while not stop.is_set():
                 n += 1
                 target = Conversation.objects.get(pk=cid)
-                message, _ = services.message_append(
+                message, _ = message_append(
                     conversation=target, role="assistant", blocks=[text(f"w{n}"), text("x")]
                 )
-                services.block_append(message=message, block=text(f"w{n} more"))
+                block_append(message=message, block=text(f"w{n} more"))
                 earlier = Message.objects.get(conversation_id=cid, seq=n % 5)
-                services.block_append(message=earlier, block=text(f"late {n}"))
+                block_append(message=earlier, block=text(f"late {n}"))
                 if n % 5 == 0:
                     batch = [MessageIn(role="user", blocks=[text(f"b{n}.{i}")]) for i in range(5)]
-                    services.messages_append(conversation=target, messages=batch)
+                    messages_append(conversation=target, messages=batch)
                 writes[0] += 1
         finally:
             connections.close_all()
@@ -226,14 +229,14 @@ def test_a_frame_whose_message_grew_mid_render_counts_the_blocks_it_shows() -> N
     block's own event was then skipped as already sent (the scale-out flake)."""
     from conversations.live import fragments
 
-    conversation = services.conversation_create(title="Growing")
-    services.message_append(conversation=conversation, role="user", blocks=[text("hello")])
-    message, _ = services.message_append(conversation=conversation, role="assistant", blocks=[])
+    conversation = conversation_create(title="Growing")
+    message_append(conversation=conversation, role="user", blocks=[text("hello")])
+    message, _ = message_append(conversation=conversation, role="assistant", blocks=[])
     cid = str(conversation.pk)
     fragments.messages_frame(cid, [1], True, "openai")  # warm: the empty message counted
 
     def stream() -> None:
-        services.block_append(
+        block_append(
             message=Message.objects.get(pk=message.pk), block=text("a streamed answer " * 40)
         )
 
@@ -251,10 +254,8 @@ def test_a_frame_whose_message_grew_mid_render_counts_the_blocks_it_shows() -> N
 def test_streamed_rows_are_message_rows_one_message_at_a_time(
     conversation: Conversation, monkeypatch: Any
 ) -> None:
-    services.message_append(conversation=conversation, role="assistant", blocks=[])
-    services.message_append(
-        conversation=conversation, role="user", blocks=[text("x" * 5000), text("y")]
-    )
+    message_append(conversation=conversation, role="assistant", blocks=[])
+    message_append(conversation=conversation, role="user", blocks=[text("x" * 5000), text("y")])
     whole = selectors.message_rows(conversation, image_data=False)
     for limit in (1, 100, 10**9):  # a block per batch, a few, all at once
         monkeypatch.setattr(selectors, "STREAMED_BYTES", limit)

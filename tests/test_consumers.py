@@ -30,9 +30,11 @@ from django.test import Client
 from conversations.core.socket_window import CLIENT_BYTES
 from conversations.dashboard import socket_urls as routing
 from conversations.live import watcher
-from conversations.record import events, services
-from conversations.record.models import Conversation, Message
+from conversations.record import events
+from conversations.record.models.conversation import Conversation, Message
 from conversations.record.schemas import BLOCK_ADAPTER, MessageIn
+from conversations.record.services.appending import block_append, message_append, messages_append
+from conversations.record.services.conversations import conversation_create
 from replaysite.asgi import application
 from tests.builders import make_user, png, text, tool_result, tool_use
 
@@ -102,12 +104,12 @@ def headers(client: Client | None, origin: bytes = ORIGIN) -> list[tuple[bytes, 
 
 
 def create(title: str = "Live") -> Conversation:
-    return services.conversation_create(title=title)
+    return conversation_create(title=title)
 
 
 def append(conversation_id: Any, role: str, blocks: list[dict[str, Any]]) -> int:
     """The service path the API takes; returns the new message's seq."""
-    message, _ = services.message_append(
+    message, _ = message_append(
         conversation=Conversation.objects.get(pk=conversation_id),
         role=role,
         blocks=[BLOCK_ADAPTER.validate_python(b) for b in blocks],
@@ -116,7 +118,7 @@ def append(conversation_id: Any, role: str, blocks: list[dict[str, Any]]) -> int
 
 
 def add_block(conversation_id: Any, seq: int, block: dict[str, Any]) -> None:
-    services.block_append(
+    block_append(
         message=Message.objects.get(conversation_id=conversation_id, seq=seq),
         block=BLOCK_ADAPTER.validate_python(block),
     )
@@ -672,7 +674,7 @@ async def test_list_rows_pushed_live_carry_the_model_and_errors_columns(operator
     cid = conversation.id
 
     def append_with_model() -> None:
-        services.message_append(
+        message_append(
             conversation=Conversation.objects.get(pk=cid),
             role="assistant",
             blocks=[BLOCK_ADAPTER.validate_python(tool_use("call_1", "search", q="x"))],
@@ -717,7 +719,7 @@ def test_a_render_survives_the_socket_that_asked_for_it_going_away() -> None:
 
 
 def append_batch(conversation_id: Any, messages: list[dict[str, Any]]) -> list[int]:
-    stored = services.messages_append(
+    stored = messages_append(
         conversation=Conversation.objects.get(pk=conversation_id),
         messages=[MessageIn.model_validate(m) for m in messages],
     )

@@ -18,11 +18,15 @@ from django.test import Client
 from django.utils import timezone
 
 from conversations.core import list_status
+from conversations.ingest.file_follower import Tail
+from conversations.ingest.following import message_in
+from conversations.ingest.imports import transcript_import
 from conversations.live import fragments
-from conversations.record import search_reads, services
-from conversations.record.file_follower import Tail
-from conversations.record.models import Block, Conversation, Message
+from conversations.record.models.conversation import Block, Conversation, Message
 from conversations.record.schemas import BLOCK_ADAPTER
+from conversations.record.search import reads as search_reads
+from conversations.record.services.appending import block_append, message_append, messages_append
+from conversations.record.services.conversations import conversation_create
 from tests.builders import stored as store
 from tests.builders import text, tool_result, tool_use
 from tests.conftest import ApiClient
@@ -34,7 +38,7 @@ LIST = "/api/conversations"
 
 
 def add(conversation: Conversation, seq: int, block: dict[str, Any]) -> None:
-    services.block_append(
+    block_append(
         message=Message.objects.get(conversation=conversation, seq=seq),
         block=BLOCK_ADAPTER.validate_python(block),
     )
@@ -72,7 +76,7 @@ def test_the_columns_follow_messages_and_blocks(db: None) -> None:
     assert columns(c) == (1, 1, "claude-x")
     add(c, 0, tool_result("a"))  # "a" is closed already
     assert columns(c) == (1, 1, "claude-x")
-    services.message_append(
+    message_append(
         conversation=c,
         role="user",
         blocks=[BLOCK_ADAPTER.validate_python(error("b"))],
@@ -83,22 +87,22 @@ def test_the_columns_follow_messages_and_blocks(db: None) -> None:
     assert columns(c) == (2, 0, "claude-x")
     add(c, 1, tool_use("c"))
     assert columns(c) == (2, 1, "claude-x")
-    services.message_append(
+    message_append(
         conversation=c, role="assistant", blocks=[], metadata={"gen_ai.response.model": "gpt-y"}
     )
     assert columns(c) == (2, 0, "gpt-y")
 
 
 def test_a_batch_counts_every_error_and_the_last_messages_calls(db: None) -> None:
-    c = services.conversation_create(title="Batch")
-    services.messages_append(
+    c = conversation_create(title="Batch")
+    messages_append(
         conversation=c,
         messages=[
-            services.message_in("assistant", [tool_use("a")], {"model": "m-1"}, "m"),
-            services.message_in("user", [error("a")], {}, "m"),
-            services.message_in("assistant", [tool_use("b"), tool_use("c")], {"model": "m-2"}, "m"),
-            services.message_in("user", [error("b")], {}, "m"),
-            services.message_in(
+            message_in("assistant", [tool_use("a")], {"model": "m-1"}, "m"),
+            message_in("user", [error("a")], {}, "m"),
+            message_in("assistant", [tool_use("b"), tool_use("c")], {"model": "m-2"}, "m"),
+            message_in("user", [error("b")], {}, "m"),
+            message_in(
                 "assistant", [tool_use("d"), tool_result("d"), tool_use("e")], {"model": "m-3"}, "m"
             ),
         ],
@@ -110,7 +114,7 @@ def test_the_columns_agree_with_the_record_after_any_appends(db: None) -> None:
     """A random walk of messages and blocks appended anywhere: after each step the row says
     what the record does."""
     chooser = random.Random(11)
-    c = services.conversation_create(title="Walk")
+    c = conversation_create(title="Walk")
     ids = ["a", "b", "c"]
     blocks = [
         lambda: text("t"),
@@ -124,7 +128,7 @@ def test_the_columns_agree_with_the_record_after_any_appends(db: None) -> None:
             metadata = {"model": chooser.choice(["m-1", "m-2"])} if chooser.random() < 0.3 else {}
             role = chooser.choice(["user", "assistant"])
             made = [chooser.choice(blocks)() for _ in range(chooser.randrange(3))]
-            services.message_append(
+            message_append(
                 conversation=c,
                 role=role,
                 blocks=[BLOCK_ADAPTER.validate_python(b) for b in made],
@@ -151,7 +155,7 @@ def test_a_session_followed_line_by_line_keeps_the_columns_its_import_gets(
     followed = conversation_of(target)
     assert columns(followed) == recomputed(followed)
     assert columns(followed)[2].startswith("claude")
-    outcome = services.transcript_import(
+    outcome = transcript_import(
         raw=source.read_bytes(), format="claude-code", title=None, file_name=None
     )
     assert columns(outcome.conversation) == columns(followed)
@@ -159,7 +163,7 @@ def test_a_session_followed_line_by_line_keeps_the_columns_its_import_gets(
 
 def test_an_imported_request_body_shows_its_model(operator_client: Client, db: None) -> None:
     body = {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "hi"}]}
-    outcome = services.transcript_import(
+    outcome = transcript_import(
         raw=orjson.dumps(body), format="anthropic", title="Imported", file_name=None
     )
     assert outcome.conversation.model == ""  # no message names one: the body's is shown

@@ -16,9 +16,12 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
 
-from conversations.record import events, services
-from conversations.record.models import ApiToken, Block, Conversation, Message
+from conversations.record import events
+from conversations.record.models.conversation import Block, Conversation, Message
+from conversations.record.models.tokens import ApiToken
 from conversations.record.schemas import BLOCK_ADAPTER
+from conversations.record.services.appending import message_append
+from conversations.record.services.conversations import conversation_create, conversation_delete
 from tests.builders import make_user, png, text, tool_result, tool_use
 from tests.conftest import ApiClient
 
@@ -29,9 +32,9 @@ MESSAGES = "/admin/conversations/message/"
 
 
 def stored(title: str, messages: int = 3) -> Conversation:
-    conversation = services.conversation_create(title=title)
+    conversation = conversation_create(title=title)
     for i in range(messages):
-        services.message_append(
+        message_append(
             conversation=conversation,
             role="user",
             blocks=[
@@ -81,7 +84,7 @@ def test_the_service_deletes_the_whole_conversation_and_announces_it_on_commit(
     layer = get_channel_layer()
     async_to_sync(layer.group_add)(events.conversation_group(str(doomed.id)), "watcher")
     with django_capture_on_commit_callbacks(execute=True):
-        assert services.conversation_delete(conversation=doomed) == (3, 12)
+        assert conversation_delete(conversation=doomed) == (3, 12)
     assert gone(doomed)
     assert snapshot(exclude=doomed) == before
     assert Conversation.objects.filter(pk=kept.pk).exists()

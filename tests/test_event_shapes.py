@@ -17,12 +17,19 @@ from channels.layers import InMemoryChannelLayer, channel_layers
 from django.contrib.auth.models import Group, Permission
 from django.test import Client
 
+from conversations.alerts.models import Alert
+from conversations.alerts.services import alert_acknowledge, alert_rule_create
 from conversations.live.conversation import ConversationConsumer
 from conversations.live.listing import ListConsumer
 from conversations.live.share import ShareConsumer
-from conversations.record import events, services
-from conversations.record.models import Alert, Conversation
+from conversations.record import events
+from conversations.record.models.conversation import Conversation
+from conversations.record.notes import services as services_module
+from conversations.record.notes.services import note_delete, note_edit
 from conversations.record.schemas import BLOCK_ADAPTER
+from conversations.record.services.appending import block_append, message_append
+from conversations.record.services.conversations import conversation_create, conversation_delete
+from conversations.sharing.services import share_create, share_revoke
 from tests.builders import make_user, tool_result
 from tests.test_bursts import HeldSend
 from tests.test_events import text
@@ -89,12 +96,12 @@ def verify(layer: RecordingLayer, action: Callable[[], object]) -> list[tuple[st
 def test_every_publishing_service_and_signal_sends_its_typed_event(
     layer: RecordingLayer, settings: Any
 ) -> None:
-    conversation: Conversation = services.conversation_create(title="Shapes")
+    conversation: Conversation = conversation_create(title="Shapes")
     cid = str(conversation.id)
     page, listing = events.conversation_group(cid), events.LIST_GROUP
 
     def create() -> None:
-        services.conversation_create(title="<b>Another</b>")
+        conversation_create(title="<b>Another</b>")
 
     told = verify(layer, create)
     assert [kind for _, kind in told] == ["conversation.created"] * 2
@@ -103,7 +110,7 @@ def test_every_publishing_service_and_signal_sends_its_typed_event(
     holder: dict[str, Any] = {}
 
     def append() -> None:
-        holder["message"], _ = services.message_append(
+        holder["message"], _ = message_append(
             conversation=conversation, role="user", blocks=[text("<p>one</p>")]
         )
 
@@ -111,9 +118,7 @@ def test_every_publishing_service_and_signal_sends_its_typed_event(
         (page, "conversation.message_added"),
         (listing, "conversation.message_added"),
     ]
-    assert verify(
-        layer, lambda: services.block_append(message=holder["message"], block=text("2"))
-    ) == [
+    assert verify(layer, lambda: block_append(message=holder["message"], block=text("2"))) == [
         (page, "conversation.block_added"),
         (listing, "conversation.block_added"),
     ]
@@ -122,15 +127,15 @@ def test_every_publishing_service_and_signal_sends_its_typed_event(
     writer = make_user("writer")
 
     def note_add() -> None:
-        holder["note"] = services.note_add(
+        holder["note"] = services_module.note_add(
             conversation=conversation, message_seq=0, text="<i>n</i>", user=writer
         )
 
     assert verify(layer, note_add) == note_changed
-    assert verify(layer, lambda: services.note_edit(note=holder["note"], text="m")) == note_changed
-    assert verify(layer, lambda: services.note_delete(note=holder["note"])) == note_changed
-    link, _ = services.share_create(conversation=conversation)
-    assert verify(layer, lambda: services.share_revoke(link=link)) == [
+    assert verify(layer, lambda: note_edit(note=holder["note"], text="m")) == note_changed
+    assert verify(layer, lambda: note_delete(note=holder["note"])) == note_changed
+    link, _ = share_create(conversation=conversation)
+    assert verify(layer, lambda: share_revoke(link=link)) == [
         (events.share_group(link.pk), "share.revoked")
     ]
 
@@ -150,10 +155,10 @@ def test_every_publishing_service_and_signal_sends_its_typed_event(
     assert verify(layer, lambda: group.permissions.add(permission)) == [
         (events.user_group(user.pk), "user.access_changed")
     ]
-    services.alert_rule_create(kind="tool_error")  # docs/contract.md §11
+    alert_rule_create(kind="tool_error")  # docs/contract.md §11
 
     def error() -> None:
-        services.message_append(
+        message_append(
             conversation=conversation,
             role="user",
             blocks=[BLOCK_ADAPTER.validate_python(tool_result("t", "boom", is_error=True))],
@@ -166,11 +171,11 @@ def test_every_publishing_service_and_signal_sends_its_typed_event(
         (listing, "conversation.alerts_changed"),
     ]
     alert = Alert.objects.get(conversation=conversation)
-    assert verify(layer, lambda: services.alert_acknowledge(alert=alert, by="ops")) == [
+    assert verify(layer, lambda: alert_acknowledge(alert=alert, by="ops")) == [
         (page, "conversation.alerts_changed"),
         (listing, "conversation.alerts_changed"),
     ]
-    assert verify(layer, lambda: services.conversation_delete(conversation=conversation)) == [
+    assert verify(layer, lambda: conversation_delete(conversation=conversation)) == [
         (page, "conversation.deleted"),
         (listing, "conversation.deleted"),
     ]
@@ -182,12 +187,12 @@ def test_every_publishing_service_and_signal_sends_its_typed_event(
 def test_adds_told_together_are_a_typed_changed_event(
     layer: RecordingLayer, monkeypatch: Any
 ) -> None:
-    conversation = services.conversation_create(title="Burst shape")
+    conversation = conversation_create(title="Burst shape")
     held = HeldSend(monkeypatch)  # the outbox is behind its first send: the rest queue
 
     def burst() -> None:
         for n in range(3):
-            services.message_append(conversation=conversation, role="user", blocks=[text(f"{n}")])
+            message_append(conversation=conversation, role="user", blocks=[text(f"{n}")])
 
     async def body() -> None:
         held.gate = asyncio.Event()

@@ -19,9 +19,12 @@ from django.conf import settings as django_settings
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save, pre_save
 
-from conversations.record import events, services
-from conversations.record.models import ApiToken, Block, Conversation, IdempotentResponse, Message
+from conversations.record import events
+from conversations.record.models.conversation import Block, Conversation, Message
+from conversations.record.models.tokens import ApiToken, IdempotentResponse
 from conversations.record.schemas import BLOCK_ADAPTER
+from conversations.record.services.appending import block_append, message_append
+from conversations.record.services.conversations import conversation_create
 from tests import services as reachable_services
 from tests.conftest import free_port
 
@@ -78,7 +81,7 @@ def text(value: str) -> Any:
 
 
 def append(conversation: Conversation, *values: str) -> Message:
-    message, _ = services.message_append(
+    message, _ = message_append(
         conversation=conversation, role="user", blocks=[text(v) for v in values]
     )
     return message
@@ -96,7 +99,7 @@ def assert_small(event: dict[str, Any]) -> None:
 def test_each_service_announces_one_small_event_after_commit() -> None:
     async def body() -> None:
         everything = await Member.join(events.LIST_GROUP)
-        conversation = await sync_to_async(services.conversation_create)(title="<b>t</b>")
+        conversation = await sync_to_async(conversation_create)(title="<b>t</b>")
         cid = str(conversation.id)
         assert await everything.next() == {"type": "conversation.created", "conversation_id": cid}
         page = await Member.join(events.conversation_group(cid))
@@ -111,7 +114,7 @@ def test_each_service_announces_one_small_event_after_commit() -> None:
         assert await page.next() == added
         assert await everything.next() == added
 
-        await sync_to_async(services.block_append)(message=message, block=text("three"))
+        await sync_to_async(block_append)(message=message, block=text("three"))
         grown = {
             "type": "conversation.block_added",
             "conversation_id": cid,
@@ -129,7 +132,7 @@ def test_each_service_announces_one_small_event_after_commit() -> None:
 
 
 def test_a_rolled_back_append_announces_nothing() -> None:
-    conversation = services.conversation_create(title="Rollback")
+    conversation = conversation_create(title="Rollback")
 
     def failing_append() -> None:
         with transaction.atomic():
@@ -157,7 +160,7 @@ def test_a_rolled_back_append_announces_nothing() -> None:
 
 
 def test_an_event_waits_for_the_outermost_commit() -> None:
-    conversation = services.conversation_create(title="Nested")
+    conversation = conversation_create(title="Nested")
 
     async def body() -> None:
         page = await Member.join(events.conversation_group(conversation.id))
@@ -165,7 +168,7 @@ def test_an_event_waits_for_the_outermost_commit() -> None:
         def append_inside_a_larger_transaction() -> None:
             with transaction.atomic():
                 message = append(conversation, "first")
-                services.block_append(message=message, block=text("second"))
+                block_append(message=message, block=text("second"))
                 # The services' own atomic blocks have ended, the outer one has not: a
                 # watcher must not hear of rows another connection cannot see yet.
                 assert async_to_sync(page.nothing)()
@@ -194,7 +197,7 @@ def test_an_event_waits_for_the_outermost_commit() -> None:
 
 
 def test_refused_ingest_announces_nothing(api: Any) -> None:
-    conversation = services.conversation_create(title="Refused")
+    conversation = conversation_create(title="Refused")
 
     async def body() -> None:
         everything = await Member.join(events.LIST_GROUP)
@@ -296,7 +299,7 @@ def assert_logged(caplog: pytest.LogCaptureFixture, conversation: Conversation) 
 def test_ingest_answers_201_and_logs_when_redis_refuses(
     api: Any, settings: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    conversation = services.conversation_create(title="Refused layer")
+    conversation = conversation_create(title="Refused layer")
     use_redis_layer(settings, f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
     caplog.set_level(logging.WARNING, logger="conversations.record.events")
 
@@ -311,7 +314,7 @@ def test_ingest_answers_201_and_logs_when_redis_refuses(
 def test_ingest_answers_201_within_the_broadcast_timeout_when_redis_hangs(
     api: Any, settings: Any, caplog: pytest.LogCaptureFixture, silent_server: SilentServer
 ) -> None:
-    conversation = services.conversation_create(title="Hanging layer")
+    conversation = conversation_create(title="Hanging layer")
     use_redis_layer(settings, f"redis://127.0.0.1:{silent_server.port}/0")
     caplog.set_level(logging.WARNING, logger="conversations.record.events")
 
@@ -334,7 +337,7 @@ def test_events_cross_a_real_redis_layer(settings: Any) -> None:
         pytest.skip("Redis is not reachable")
     # A private prefix: other test runs may share this Redis.
     use_redis_layer(settings, url, prefix=f"replay-test-{free_port()}")
-    conversation = services.conversation_create(title="Through Redis")
+    conversation = conversation_create(title="Through Redis")
 
     async def body() -> None:
         page = await Member.join(events.conversation_group(conversation.id))

@@ -22,7 +22,8 @@ from django.test import Client
 
 from conversations.live import fanout, fragments
 from conversations.live.conversation import ConversationConsumer
-from conversations.record import events, selectors
+from conversations.record import events
+from conversations.record.reads import selectors
 from tests.builders import text
 from tests.test_consumers import (
     QUIET,
@@ -234,18 +235,18 @@ def test_frames_of_one_record_state_render_its_totals_and_pressure_once(
 ) -> None:
     """A resync sends each message in a frame of its own, each ending with the same totals
     and pressure: rendered once for that state, and again once the record has moved on."""
-    from conversations.dashboard import presenters
+    from conversations.dashboard.presenters import pressure as pressure_module
 
     conversation = create()
     for n in range(3):
         append(conversation.id, "user", [text(f"message {n}")])
-    view, calls = presenters.pressure_view, []
+    view, calls = pressure_module.pressure_view, []
 
     def pressure_view(*args: Any) -> Any:
         calls.append(args)
         return view(*args)
 
-    monkeypatch.setattr(presenters, "pressure_view", pressure_view)
+    monkeypatch.setattr(fragments, "pressure_view", pressure_view)
     cid = str(conversation.id)
     html = [fragments.messages_frame(cid, [seq], True, "openai").html for seq in range(3)]
     assert len(calls) == 1

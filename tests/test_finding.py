@@ -17,9 +17,13 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from conversations.core.finder import Cursor
-from conversations.record import finder_reads, selectors, services
-from conversations.record.models import Conversation
+from conversations.record.models.conversation import Conversation
+from conversations.record.reads import selectors
 from conversations.record.schemas import MessageIn
+from conversations.record.search import finder as finder_reads
+from conversations.record.services.appending import block_append, messages_append
+from conversations.record.services.conversations import conversation_create, conversation_update
+from conversations.sharing.services import share_create, share_revoke
 from tests.builders import png, text, tool_result, tool_use
 
 pytestmark = pytest.mark.django_db
@@ -27,8 +31,8 @@ pytestmark = pytest.mark.django_db
 
 def stored(messages: list[tuple[str, list[dict[str, Any]]]], title: str = "Run") -> Conversation:
     """A conversation written through the batch service (one transaction, bulk inserts)."""
-    conversation = services.conversation_create(title=title)
-    services.messages_append(
+    conversation = conversation_create(title=title)
+    messages_append(
         conversation=conversation,
         messages=[MessageIn.model_validate({"role": r, "blocks": b}) for r, b in messages],
     )
@@ -105,7 +109,7 @@ def test_a_result_arriving_later_answers_the_call(operator_client: Client) -> No
     assert find(operator_client, conversation, kind="problem")["found"]["seq"] == 2
     message = selectors.message_get(conversation, 3)
     assert message is not None
-    services.block_append(
+    block_append(
         message=message,
         block=MessageIn.model_validate(
             {"role": "user", "blocks": [tool_result("call-2", "late")]}
@@ -114,7 +118,7 @@ def test_a_result_arriving_later_answers_the_call(operator_client: Client) -> No
     assert find(operator_client, conversation, kind="problem")["found"] is None
     # A call answered in the same batch that makes it is never a problem; one answered by
     # a later batch stops being one.
-    services.messages_append(
+    messages_append(
         conversation=conversation,
         messages=[
             MessageIn.model_validate({"role": "assistant", "blocks": [tool_use("call-a")]}),
@@ -123,7 +127,7 @@ def test_a_result_arriving_later_answers_the_call(operator_client: Client) -> No
         ],
     )
     assert find(operator_client, conversation, kind="problem")["found"]["call_id"] == "call-b"
-    services.messages_append(
+    messages_append(
         conversation=conversation,
         messages=[
             MessageIn.model_validate({"role": "user", "blocks": [tool_result("call-b", "y")]})
@@ -411,7 +415,7 @@ def test_hostile_call_ids_are_escaped_in_pairs_and_blocks(operator_client: Clien
 
 def test_a_frozen_link_finds_nothing_past_its_last_message() -> None:
     conversation = stored(rounds(100, error_at=80) + [("user", [text("secret needle")])])
-    _, token = services.share_create(conversation=conversation, up_to_seq=40)
+    _, token = share_create(conversation=conversation, up_to_seq=40)
     base = f"/s/{token}/c/{conversation.id}/find"
     stranger = Client()
 
@@ -436,7 +440,7 @@ def test_a_frozen_link_finds_nothing_past_its_last_message() -> None:
 def test_a_live_link_finds_across_the_conversation_and_only_its_own() -> None:
     conversation = stored(rounds(200, error_at=150))
     other = stored(rounds(20, error_at=2), title="Other")
-    _, token = services.share_create(conversation=conversation)
+    _, token = share_create(conversation=conversation)
     found = orjson.loads(Client().get(f"/s/{token}/c/{conversation.id}/find?kind=problem").content)
     assert found["found"]["seq"] == 151
     response = Client().get(f"/s/{token}/c/{other.id}/find?kind=problem")
@@ -446,8 +450,8 @@ def test_a_live_link_finds_across_the_conversation_and_only_its_own() -> None:
 
 def test_a_revoked_link_finds_nothing() -> None:
     conversation = stored(rounds(10, error_at=2))
-    link, token = services.share_create(conversation=conversation)
-    services.share_revoke(link=link)
+    link, token = share_create(conversation=conversation)
+    share_revoke(link=link)
     assert Client().get(f"/s/{token}/c/{conversation.id}/find?kind=problem").status_code == 410
 
 
@@ -498,7 +502,7 @@ def test_a_step_walks_a_range_of_messages_by_their_index() -> None:
 
 def with_boundaries(conversation: Conversation, *seqs: int) -> Conversation:
     marks = [{"kind": "compact_boundary", "trigger": "auto", "seq": seq} for seq in seqs]
-    return services.conversation_update(
+    return conversation_update(
         conversation=conversation,
         title=conversation.title,
         metadata=conversation.metadata | {"compact_boundaries": marks},

@@ -24,7 +24,7 @@ from pydantic import ValidationError as SchemaError
 from conversations.core import strictjson
 from conversations.core.socket_window import CLIENT_BYTES
 from conversations.dashboard.socket_urls import conversation_socket_url
-from conversations.record.models import Block, Conversation, Message
+from conversations.record.models.conversation import Block, Conversation, Message
 from conversations.record.schemas import MAX_ERRORS, MessageIn, error_sentence
 from replaysite.asgi import application
 from tests.builders import make_user, png, text, tool_use

@@ -9,8 +9,8 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from conversations.record import services
-from conversations.record.models import ShareLink
+from conversations.sharing.models import ShareLink
+from conversations.sharing.services import share_create
 from tests.builders import make_user
 from tests.test_share import conversation_with
 
@@ -72,7 +72,7 @@ def test_a_huge_number_in_a_query_is_never_a_500(
     staff: Client, token: str, url: str, name: str, value: str
 ) -> None:
     conversation = conversation_with(3)
-    _, clear = services.share_create(conversation=conversation)
+    _, clear = share_create(conversation=conversation)
     where = url.format(id=conversation.id, share=clear)
     joiner = "&" if "?" in where else "?"
     extra = "&compact=window" if name in ("keep", "trigger") else ""
@@ -99,7 +99,7 @@ PATHS = [
 @pytest.mark.parametrize("url", PATHS)
 def test_a_huge_number_in_a_path_is_a_404(staff: Client, token: str, url: str) -> None:
     conversation = conversation_with(3)
-    _, clear = services.share_create(conversation=conversation)
+    _, clear = share_create(conversation=conversation)
     response = staff.get(
         url.format(id=conversation.id, n=HUGE, share=clear),
         headers={"Authorization": f"Bearer {token}"},

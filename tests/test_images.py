@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from conversations.record.models import Block, Message
+from conversations.record.models.conversation import Block, Message
 from tests.conftest import ApiClient
 
 FORMATS = {"image/png": "PNG", "image/jpeg": "JPEG", "image/gif": "GIF", "image/webp": "WEBP"}

@@ -13,8 +13,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 
-from conversations.record import services
-from conversations.record.models import Conversation
+from conversations.ingest.imports import transcript_import
+from conversations.record.models.conversation import Conversation
 from tests import importdata
 from tests.builders import make_user
 from tests.conftest import PASSWORD
@@ -86,7 +86,7 @@ def test_the_list_offers_the_drop_only_to_importers(operator_client: Client) -> 
 def test_an_imported_claude_code_page_shows_gaps_provenance_and_the_divider(
     operator_client: Client,
 ) -> None:
-    outcome = services.transcript_import(raw=COMPACT, format=None, title=None, file_name="c.jsonl")
+    outcome = transcript_import(raw=COMPACT, format=None, title=None, file_name="c.jsonl")
     page = operator_client.get(f"/c/{outcome.conversation.id}/").content.decode()
     assert 'id="import-gaps"' in page
     assert "system prompt: Claude Code session files do not record it" in page
@@ -102,16 +102,14 @@ def test_a_gap_marker_links_to_its_message_and_hostile_text_stays_text(
     operator_client: Client,
 ) -> None:
     raw = importdata.request_bodies("openai_chat_tool_calls_tool_role_image_url.json")[-1]
-    outcome = services.transcript_import(raw=raw, format=None, title=None, file_name=None)
+    outcome = transcript_import(raw=raw, format=None, title=None, file_name=None)
     page = operator_client.get(f"/c/{outcome.conversation.id}/").content.decode()
     assert '<a href="#m-3">image: https://t3.ftcdn.net/' in page
     assert 'id="partial-payload"' not in page
     hostile = (
         b'{"messages": [{"role": "user", "content": [{"type": "<img src=x onerror=alert(1)>"}]}]}'
     )
-    outcome = services.transcript_import(
-        raw=hostile, format="openai-chat", title=None, file_name=None
-    )
+    outcome = transcript_import(raw=hostile, format="openai-chat", title=None, file_name=None)
     page = operator_client.get(f"/c/{outcome.conversation.id}/").content.decode()
     assert "<img src=x" not in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 
-from conversations.record.models import Block, Conversation, Message
+from conversations.record.models.conversation import Block, Conversation, Message
 from tests import importdata
 from tests.conftest import ApiClient, Server
 from tests.realdata import REAL
@@ -315,13 +315,12 @@ def test_an_import_announces_its_conversation_once_after_commit(transactional_db
     from asgiref.sync import async_to_sync, sync_to_async
     from channels.layers import channel_layers
 
-    from conversations.record import events, services
+    from conversations.ingest.imports import transcript_import
+    from conversations.record import events
     from tests.test_events import Member
 
     def load() -> Any:
-        return services.transcript_import(
-            raw=COMPACT.read_bytes(), format=None, title=None, file_name=None
-        )
+        return transcript_import(raw=COMPACT.read_bytes(), format=None, title=None, file_name=None)
 
     async def body() -> None:
         listener = await Member.join(events.LIST_GROUP)

@@ -14,7 +14,8 @@ or Django that changes one fails here, by name, rather than quietly in productio
   `writeSomeData` (conversations/live/internals.py `write_now`): such a frame goes to the
   socket at once when nothing waits before it.
 - Django's `ASGIHandler.read_body` (replaysite/asgi.py): the bounded request body.
-- Django's `SQLCompiler.as_sql` and `results_iter(results=…)` (conversations/record/compiled.py):
+- Django's `SQLCompiler.as_sql` and `results_iter(results=…)`
+  (conversations/record/reads/compiled.py):
   a read's SQL built once, its rows converted by the compiler that built it.
 """
 

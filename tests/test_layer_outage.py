@@ -13,9 +13,10 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 
 from conversations.live.layers import UNREACHABLE, Outage
-from conversations.record import services
-from conversations.record.models import Conversation
+from conversations.record.models.conversation import Conversation
 from conversations.record.schemas import BLOCK_ADAPTER
+from conversations.record.services.appending import message_append
+from conversations.record.services.conversations import conversation_create
 from tests.conftest import Server, free_port, start_daphne
 from tests.redis_server import RedisServer, available
 from tests.test_live_e2e import LiveClient, open_socket, operator_cookie, text
@@ -57,7 +58,7 @@ def unreachable(
 
 def add(conversation_id: str, value: str) -> None:
     """Stored without the server hearing of it (this process's layer is its own)."""
-    services.message_append(
+    message_append(
         conversation=Conversation.objects.get(pk=conversation_id),
         role="user",
         blocks=[BLOCK_ADAPTER.validate_python(text(value))],
@@ -69,7 +70,7 @@ def test_sockets_open_and_catch_up_from_the_database_without_redis(
 ) -> None:
     server = unreachable
     cookie = operator_cookie()
-    conversation = services.conversation_create(title="no layer")
+    conversation = conversation_create(title="no layer")
     cid = str(conversation.id)
     add(cid, "before the page")
     client = LiveClient(server.url, cid, cookie)

@@ -32,8 +32,9 @@ from PIL import Image
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
-from conversations.record import schemas, services
-from conversations.record.models import Conversation, Message
+from conversations.record import schemas
+from conversations.record.models.conversation import Conversation, Message
+from conversations.record.services.appending import message_append
 from tests.conftest import Server, start_daphne
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
@@ -602,7 +603,7 @@ def test_server_restarted_under_connected_clients_ends_with_the_record(
         # What another process stores while this one is down.
         conversation = Conversation.objects.get(pk=conversation_id)
         block = schemas.TextIn(type="text", text="stored while the server was down")
-        services.message_append(conversation=conversation, role="user", blocks=[block])
+        message_append(conversation=conversation, role="user", blocks=[block])
 
         server = start_daphne(tmp_path, port=server.port)
         servers.append(server)

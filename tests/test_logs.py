@@ -178,11 +178,11 @@ def written(server: Server, marker: str) -> str:
 
 
 def test_no_spelling_of_a_share_path_logs_its_token(transactional_db: None, daphne: Server) -> None:
-    from conversations.record import services
+    from conversations.sharing.services import share_create
     from tests.test_share import conversation_with
 
     conversation = conversation_with(2)
-    _, token = services.share_create(conversation=conversation)
+    _, token = share_create(conversation=conversation)
     statuses = {}
     for name, (target, allowed) in spellings(token, str(conversation.id)).items():
         statuses[name] = raw_request(daphne, target)

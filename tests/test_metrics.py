@@ -15,7 +15,7 @@ import pytest
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from conversations.record import services
+from conversations.record.services.api_tokens import api_token_create
 from tests import otlpdata
 from tests.conftest import Server, start_daphne
 
@@ -61,7 +61,7 @@ def test_metrics_need_the_token(server: Server) -> None:
 
 
 def test_ingest_requests_and_the_pool_are_counted(transactional_db: None, server: Server) -> None:
-    _, token = services.api_token_create(label="metrics")
+    _, token = api_token_create(label="metrics")
     before = scrape(server)
     with server.client(token) as client:
         created = client.post("/api/conversations", json={"title": "counted"})
@@ -129,7 +129,7 @@ def test_malformed_metrics_settings_stop_start_up(tmp_path: Path) -> None:
 def test_open_sockets_and_frames_are_counted(transactional_db: None, server: Server) -> None:
     from tests.test_live_e2e import open_socket, operator_cookie
 
-    _, token = services.api_token_create(label="live-metrics")
+    _, token = api_token_create(label="live-metrics")
     with server.client(token) as client:
         cid = client.post("/api/conversations", json={"title": "watched"}).json()["id"]
     before = scrape(server)

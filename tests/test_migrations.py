@@ -14,9 +14,12 @@ import pytest
 from django.db import connection
 from django.db.migrations.loader import MigrationLoader
 
-from conversations.record import search_reads, services
-from conversations.record.models import Block, Conversation, Message, SearchEntry
+from conversations.record.models.conversation import Block, Conversation, Message
+from conversations.record.models.search import SearchEntry
 from conversations.record.schemas import BLOCK_ADAPTER
+from conversations.record.search import reads as search_reads
+from conversations.record.services.appending import message_append
+from conversations.record.services.conversations import conversation_create
 from tests.builders import png, stored, text, tool_result, tool_use
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "conversations" / "migrations"
@@ -137,7 +140,7 @@ def test_the_backfill_keeps_an_error_appended_while_its_batch_runs() -> None:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_backend_pid()")
                 backend.append(cursor.fetchone()[0])
-            services.message_append(
+            message_append(
                 conversation=Conversation.objects.get(pk=conversation.pk),
                 role="user",
                 blocks=[BLOCK_ADAPTER.validate_python(tool_result("b", "bang", is_error=True))],
@@ -233,22 +236,22 @@ def test_the_counts_migration_writes_the_figures_the_services_write() -> None:
 def test_the_finder_marks_of_blocks_stored_before_0011_are_what_services_write(
     db: None,
 ) -> None:
-    from conversations.record.models import FinderMark
+    from conversations.record.models.search import FinderMark
 
-    conversation = services.conversation_create(title="marks")
+    conversation = conversation_create(title="marks")
     for role, blocks in [
         ("assistant", [text("go"), tool_use("a"), tool_use("b")]),
         ("user", [tool_result("a", "boom", is_error=True)]),
         ("assistant", [tool_use("c")]),
         ("user", [tool_result("c", "fine"), tool_result("z", "an answer to no call")]),
     ]:
-        services.message_append(
+        message_append(
             conversation=conversation,
             role=role,
             blocks=[BLOCK_ADAPTER.validate_python(b) for b in blocks],
         )
-    other = services.conversation_create(title="another, with a call of the same id")
-    services.message_append(
+    other = conversation_create(title="another, with a call of the same id")
+    message_append(
         conversation=other, role="assistant", blocks=[BLOCK_ADAPTER.validate_python(tool_use("c"))]
     )
     columns = ("conversation_id", "message_seq", "block_seq", "kind", "call_id")

@@ -8,9 +8,11 @@ import json
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from conversations.record import selectors, services
-from conversations.record.models import Block, Conversation, Message
+from conversations.record.models.conversation import Block, Conversation, Message
+from conversations.record.reads import selectors
 from conversations.record.schemas import BLOCK_ADAPTER
+from conversations.record.services.appending import message_append
+from conversations.record.services.conversations import conversation_create
 
 pytestmark = pytest.mark.django_db
 
@@ -109,12 +111,12 @@ INPUT = (
 
 @pytest.mark.sqlite
 def test_tool_use_input_keeps_its_key_order_through_the_database():
-    conversation = services.conversation_create(title=f"Order on {connection.vendor}")
+    conversation = conversation_create(title=f"Order on {connection.vendor}")
     value = json.loads(INPUT)
     tool_use = BLOCK_ADAPTER.validate_python(
         {"type": "tool_use", "id": "c1", "name": "t", "input": value}
     )
-    services.message_append(conversation=conversation, role="assistant", blocks=[tool_use])
+    message_append(conversation=conversation, role="assistant", blocks=[tool_use])
     stored = Block.objects.get(message__conversation=conversation)
     assert stored.input_json == INPUT
     (row,) = selectors.message_rows(conversation)

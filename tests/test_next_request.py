@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from conversations.core import importers, replay, tokens
-from conversations.core import next_request as nr
-from conversations.core.tokens import Usage
+from conversations.core import importers, replay
+from conversations.core.counting import next_request as nr
+from conversations.core.counting import tokens
+from conversations.core.counting.tokens import Usage
 from tests.importdata import stored
 from tests.realdata import REAL
 

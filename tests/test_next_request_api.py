@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conversations.core import next_request as nr
+from conversations.core.counting import next_request as nr
 from tests import builders as b
 from tests.conftest import ApiClient
 from tests.realdata import REAL
@@ -224,11 +224,11 @@ def test_a_live_frame_carries_the_new_headline(api: ApiClient) -> None:
 def test_a_share_link_shows_the_divider_without_the_diff_it_cannot_reach(api: ApiClient) -> None:
     from django.test import Client
 
-    from conversations.record import services
-    from conversations.record.models import Conversation
+    from conversations.record.models.conversation import Conversation
+    from conversations.sharing.services import share_create
 
     (cid,) = imported(api, Path(REAL) / "claude_code_compact_boundary.jsonl")
-    _, token = services.share_create(conversation=Conversation.objects.get(id=cid))
+    _, token = share_create(conversation=Conversation.objects.get(id=cid))
     html = Client().get(f"/s/{token}/").content.decode()
     assert "left out 5 earlier messages" in html and "compaction-diff" not in html
 
@@ -315,7 +315,7 @@ def test_a_claude_code_session_counts_against_claude_code_s_window_not_the_table
 ) -> None:
     """genai-prices gives claude-opus-4-6 a 1M window; Claude Code runs it with 200,000
     unless it says otherwise, and the page says where the figure came from."""
-    from conversations.core import context_windows
+    from conversations.core.counting import context_windows
 
     assert context_windows.window_of("claude-opus-4-6") == 1_000_000  # the table's figure
     (cid,) = imported(api, Path(REAL) / "claude_code_tool_heavy_parallel_interrupts.jsonl")

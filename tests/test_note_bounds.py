@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from conversations.record import services
-from conversations.record.models import Conversation, Note
+from conversations.record.models.conversation import Conversation
+from conversations.record.models.notes import Note
 from conversations.record.schemas import TextIn
+from conversations.record.services.appending import message_append
+from conversations.record.services.conversations import conversation_create
 from tests.conftest import Server
 from tests.test_live_e2e import open_socket, operator_cookie
 from tests.test_notes import client_of, grant
@@ -31,9 +33,9 @@ def huge_message() -> Conversation:
     """One conversation: a message of BLOCKS short text blocks, stored through the service
     (its inserts are bounded, docs/contract.md §4). The blocks are built unvalidated: they
     are valid, and validating 400,000 of them is not what this tests."""
-    conversation = services.conversation_create(title="Huge")
+    conversation = conversation_create(title="Huge")
     blocks = [TextIn.model_construct(type="text", text=f"b{i}") for i in range(BLOCKS)]
-    services.message_append(conversation=conversation, role="assistant", blocks=blocks)
+    message_append(conversation=conversation, role="assistant", blocks=blocks)
     return conversation
 
 

@@ -17,8 +17,12 @@ from django.contrib.auth.models import Permission, User
 from django.db import connection, transaction
 from django.test import Client
 
-from conversations.record import search_reads, services
-from conversations.record.models import Conversation, Note, NoteLabel
+from conversations.record.models.conversation import Conversation
+from conversations.record.models.notes import Note, NoteLabel
+from conversations.record.notes.services import note_add, note_delete, note_edit
+from conversations.record.search import reads as search_reads
+from conversations.record.services.api_tokens import api_token_create
+from conversations.record.services.conversations import conversation_delete
 from tests.builders import make_user, stored, text, tool_result, tool_use
 from tests.conftest import ApiClient, Server, start_daphne
 
@@ -54,7 +58,7 @@ def client_of(user: User) -> Client:
 
 
 def api_as(label: str) -> ApiClient:
-    _, clear = services.api_token_create(label=label)
+    _, clear = api_token_create(label=label)
     return ApiClient(clear)
 
 
@@ -69,7 +73,7 @@ def delete(api: ApiClient, path: str) -> Any:
 
 
 def note_by(user: User, conversation: Conversation, seq: int = 1, **extra: Any) -> Note:
-    return services.note_add(
+    return note_add(
         conversation=conversation,
         message_seq=seq,
         text=extra.pop("text", "a note"),
@@ -239,7 +243,7 @@ def test_a_message_holds_at_most_twenty_notes(api: ApiClient) -> None:
 
 
 def test_api_list_pages_its_notes(api: ApiClient, monkeypatch: Any) -> None:
-    from conversations.record import note_reads
+    from conversations.record.notes import reads as note_reads
 
     monkeypatch.setattr(note_reads, "LIST_PAGE", 2)
     conversation = run()
@@ -456,7 +460,7 @@ def test_projection_payload_copies_and_counts_are_byte_identical_with_notes(
 def test_note_search_can_use_the_notes_own_index(db: None) -> None:
     """`q` asks the notes' words as `Matches` asks them; the notes' GIN index is over that
     very expression (0016), so the planner may answer from it, not read every note."""
-    from conversations.record import note_reads
+    from conversations.record.notes import reads as note_reads
 
     sql, params = note_reads.conversations_with_note_words("needle").query.sql_with_params()
     with connection.cursor() as cursor:
@@ -515,7 +519,7 @@ def test_q_finds_note_text_in_the_list_the_api_and_the_finder(
         }
     ]
     # Edited away: no longer found.
-    services.note_edit(note=Note.objects.get(), text="somewhere else")
+    note_edit(note=Note.objects.get(), text="somewhere else")
     assert api.get("/api/conversations", q="zanzibar").json()["results"] == []
 
 
@@ -686,7 +690,7 @@ def test_admin_lists_notes_as_text_and_deletes_through_the_service(operator: Use
 def test_notes_go_with_their_conversation(operator: User) -> None:
     conversation = run()
     note_by(operator, conversation, 1, labels=["bug"])
-    services.conversation_delete(conversation=conversation)
+    conversation_delete(conversation=conversation)
     assert not Note.objects.exists() and not NoteLabel.objects.exists()
 
 
@@ -697,7 +701,7 @@ def test_notes_are_searched_and_filtered_on_sqlite_too(operator: User) -> None:
     assert list(search_reads.conversation_list(q="strasse")) == [conversation]
     assert list(search_reads.conversation_list(q="unic")) == [conversation]
     assert list(search_reads.conversation_list(label="db")) == [conversation]
-    services.note_delete(note=note)
+    note_delete(note=note)
     assert list(search_reads.conversation_list(q="strasse")) == []
 
 
@@ -723,7 +727,7 @@ def test_a_frame_reads_notes_only_of_a_conversation_that_holds_some(
     operator: User, monkeypatch: Any
 ) -> None:
     from conversations.live import fragments
-    from conversations.record import note_reads
+    from conversations.record.notes import reads as note_reads
 
     conversation = stored("Noted", ("user", [text("a")], {}), ("assistant", [text("b")], {}))
     cid = str(conversation.id)
@@ -783,10 +787,8 @@ def test_concurrent_label_patches_leave_the_index_equal_to_the_notes_labels(
     the note first, both deleted the old label rows before either's new ones were visible,
     and the index kept both writers' labels."""
     conversation = run()
-    _, clear = services.api_token_create(label="labeller")
-    note = services.note_add(
-        conversation=conversation, message_seq=1, text="a note", token_label="labeller"
-    )
+    _, clear = api_token_create(label="labeller")
+    note = note_add(conversation=conversation, message_seq=1, text="a note", token_label="labeller")
     servers = [daphne, start_daphne(tmp_path, {"REPLAY_WEBHOOK_SENDER": "0"})]
     clients = [server.client(clear) for server in servers]
     rounds = 3

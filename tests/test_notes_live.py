@@ -12,8 +12,9 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 
 from conversations.dashboard import socket_urls
-from conversations.record import services
-from conversations.record.models import Conversation, Note
+from conversations.record.models.conversation import Conversation
+from conversations.record.models.notes import Note
+from conversations.record.notes.services import note_add, note_delete, note_edit
 from tests.builders import make_user, text
 from tests.test_consumers import (
     QUIET,
@@ -51,7 +52,7 @@ def notes_of(html: str) -> dict[int, str]:
 
 
 def add(conversation_id: Any, seq: int, user: User, note_text: str, **extra: Any) -> Note:
-    return services.note_add(
+    return note_add(
         conversation=Conversation.objects.get(pk=conversation_id),
         message_seq=seq,
         text=note_text,
@@ -85,10 +86,10 @@ async def test_a_note_reaches_every_open_page_as_a_fresh_load_shows_it(writer: U
             assert "<script>alert" not in pushed and "<b hx-get" not in pushed
             assert "&lt;script&gt;alert(1)&lt;/script&gt;" in pushed
             assert f'data-user="{writer.pk}"' in pushed and "block 1" in pushed
-        await sync_to_async(services.note_edit)(note=note, text="edited text")
+        await sync_to_async(note_edit)(note=note, text="edited text")
         for ws in (ws0, ws1):
             assert "edited text" in await frame(ws)
-        await sync_to_async(services.note_delete)(note=note)
+        await sync_to_async(note_delete)(note=note)
         for ws in (ws0, ws1):
             emptied = await frame(ws)
             assert notes_of(emptied)[1].endswith('<ul class="note-list"></ul>')

@@ -19,8 +19,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from conversations.core import otlp
-from conversations.record.models import Conversation, Message, TraceConversation
+from conversations.core.importers import otlp
+from conversations.ingest import reads as ingest_reads
+from conversations.ingest.models import TraceConversation
+from conversations.record.models.conversation import Conversation, Message
 from tests import otlpdata
 from tests.otlpdata import assistant, chat_turns, genai_attributes, request, span, user
 from tests.realdata import REAL
@@ -180,7 +182,7 @@ def test_a_body_of_several_gzip_members_is_read_and_of_too_many_refused(token):
 
 
 def test_inflating_many_members_costs_what_the_body_costs() -> None:
-    from conversations.core import otlp
+    from conversations.core.importers import otlp
 
     body = b"".join(gzip.compress(bytes([i]) * 100_000) for i in range(otlp.MAX_MEMBERS))
     out = otlp.decompress(body, "gzip", limit=10**8)
@@ -382,7 +384,7 @@ def test_parts_without_a_kind_of_their_own_are_gaps_of_the_conversation(token):
 def test_a_bad_span_between_good_ones_is_rejected_alone_and_logged(token, caplog):
     good = [one_turn(f"conv-{n}").resource_spans[0].scope_spans[0].spans[0] for n in (1, 3)]
     bad = span({"gen_ai.conversation.id": "conv-2", "gen_ai.input.messages": "[" * 5000})
-    with caplog.at_level("WARNING", logger="conversations.api.otlp"):
+    with caplog.at_level("WARNING", logger="conversations.ingest.otlp"):
         response = post(request(good[0], bad, good[1]).SerializeToString(), token)
     assert response.status_code == 200
     assert response["Content-Type"] == PROTOBUF
@@ -432,15 +434,15 @@ def test_rejections_are_kept_a_day_and_bounded(db, monkeypatch):
 
     from django.utils import timezone
 
-    from conversations.record import services
-    from conversations.record.models import RejectedSpan
-    from conversations.record.services import following
+    from conversations.ingest import following
+    from conversations.ingest.following import span_rejected
+    from conversations.ingest.models import RejectedSpan
 
-    old = services.span_rejected(trace_id="t", span_id="s0", reason="old")
+    old = span_rejected(trace_id="t", span_id="s0", reason="old")
     RejectedSpan.objects.filter(pk=old.pk).update(received_at=timezone.now() - timedelta(hours=25))
     monkeypatch.setattr(following, "REJECTIONS_MAX", 3)
     for n in range(1, 6):
-        services.span_rejected(trace_id="t", span_id=f"s{n}", reason="x" * 5_000)
+        span_rejected(trace_id="t", span_id=f"s{n}", reason="x" * 5_000)
     kept = list(RejectedSpan.objects.values_list("span_id", flat=True))
     assert kept == ["s5", "s4", "s3"]
     assert all(
@@ -456,11 +458,9 @@ def test_the_list_page_pays_one_query_for_rejections_when_there_are_none(
 
     from django.utils import timezone
 
-    from conversations.record import selectors
-
     since = timezone.now() - timedelta(hours=24)
     with django_assert_num_queries(1):
-        assert selectors.spans_rejected_since(since) == (0, [])
+        assert ingest_reads.spans_rejected_since(since) == (0, [])
 
 
 # --- usage belongs to the span's own output (docs/contract.md §6, §7) --------------------

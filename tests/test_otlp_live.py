@@ -18,7 +18,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from conversations.record.models import Message, TraceConversation
+from conversations.ingest.models import TraceConversation
+from conversations.record.models.conversation import Message
 from tests.conftest import Server
 from tests.otlpdata import chat_turns, genai_attributes, request, span
 

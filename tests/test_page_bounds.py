@@ -10,8 +10,9 @@ import pytest
 from django.test import Client
 
 from conversations.dashboard.presenters.texts import water_level
-from conversations.record import services
 from conversations.record.schemas import MessageIn, TextIn
+from conversations.record.services.appending import messages_append
+from conversations.record.services.conversations import conversation_create
 
 PAGE_BYTES = 2 * 1024 * 1024
 
@@ -23,9 +24,9 @@ def message_html(page: str, seq: int) -> str:
 
 @pytest.mark.django_db
 def test_a_message_of_100000_blocks_is_a_page_within_2_mb(operator_client: Client) -> None:
-    conversation = services.conversation_create(title="Many blocks")
+    conversation = conversation_create(title="Many blocks")
     blocks = [TextIn(type="text", text=f"block {i} " * 40) for i in range(100_000)]
-    services.messages_append(
+    messages_append(
         conversation=conversation, messages=[MessageIn(role="assistant", blocks=blocks)]
     )
     page = operator_client.get(f"/c/{conversation.pk}/")
@@ -45,9 +46,9 @@ def test_a_message_of_100000_blocks_is_a_page_within_2_mb(operator_client: Clien
 def test_a_window_of_long_texts_is_a_page_within_2_mb(
     operator_client: Client, count: int, chars: int
 ) -> None:
-    conversation = services.conversation_create(title="Long texts")
+    conversation = conversation_create(title="Long texts")
     long = ("words of a long text " * (chars // 21 + 1))[:chars]  # one line: cut by size
-    services.messages_append(
+    messages_append(
         conversation=conversation,
         messages=[
             MessageIn(role="user", blocks=[TextIn(type="text", text=long)]) for _ in range(count)

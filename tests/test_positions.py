@@ -3,7 +3,8 @@ database."""
 
 from __future__ import annotations
 
-from conversations.core import page_windows, preview
+from conversations.core import page_windows
+from conversations.core.counting import preview
 
 
 def test_a_conversation_opens_on_its_last_window() -> None:

@@ -11,8 +11,9 @@ from typing import Any
 
 from django.utils import timezone
 
-from conversations.dashboard import presenters
-from conversations.record.rows import SearchHit
+from conversations.dashboard.presenters.listing import conversation_rows, list_summary
+from conversations.record.reads.rows import SearchHit
+from conversations.sharing.presenters import shares_panel
 
 
 @dataclass
@@ -48,7 +49,7 @@ def test_list_rows_are_presented_from_plain_values_and_a_search_hit() -> None:
     c = PlainConversation(
         metadata={"model": "gpt-4o"}, updated_at=timezone.now() - timedelta(hours=3)
     )
-    (row,) = presenters.conversation_rows([c], hits={c.id: SearchHit(12, 0, "a needle here")})
+    (row,) = conversation_rows([c], hits={c.id: SearchHit(12, 0, "a needle here")})
     assert row.model == "gpt-4o"  # from its metadata, when no message names one
     assert (row.messages, row.errors, row.unanswered) == ("1,204", "3", True)
     assert row.relative == "3\xa0hours ago"  # timesince keeps the number with its unit
@@ -57,13 +58,13 @@ def test_list_rows_are_presented_from_plain_values_and_a_search_hit() -> None:
         "message 12",
         "a needle here",
     )
-    (plain,) = presenters.conversation_rows([PlainConversation(error_count=0)])
+    (plain,) = conversation_rows([PlainConversation(error_count=0)])
     assert (plain.errors, plain.hit_url) == ("", "")
 
 
 def test_the_share_panel_lists_the_links_it_is_handed() -> None:
     c = PlainConversation()
-    panel = presenters.shares_panel(c, [PlainLink(), PlainLink(pk=8, up_to_seq=None)])
+    panel = shares_panel(c, [PlainLink(), PlainLink(pk=8, up_to_seq=None)])
     assert [r.scope for r in panel["share_rows"]] == ["frozen, #0 to #4", "live, whole"]
     assert panel["share_rows"][0].revoke_url == f"/c/{c.id}/shares/7/revoke"
     assert panel["last_seq_stored"] == 1203
@@ -81,18 +82,18 @@ def test_the_list_summary_counts_what_a_search_or_filter_found() -> None:
         return paginator(list(range(count)), 25).get_page(1)
 
     errors = ListFilters(has_errors=True)
-    assert presenters.list_summary(page(1), q="disk", filters=ListFilters()) == (
+    assert list_summary(page(1), q="disk", filters=ListFilters()) == (
         "1 conversation matches “disk”"
     )
-    assert presenters.list_summary(page(1234), q="", filters=errors) == (
+    assert list_summary(page(1234), q="", filters=errors) == (
         "1,234 conversations match these filters"
     )
-    assert presenters.list_summary(page(3), q="", filters=ListFilters()) == "3 conversations"
-    assert presenters.list_summary(page(0), q="<b>x</b>", filters=ListFilters()) == (
+    assert list_summary(page(3), q="", filters=ListFilters()) == "3 conversations"
+    assert list_summary(page(0), q="<b>x</b>", filters=ListFilters()) == (
         "No conversation matches “<b>x</b>”."  # the template escapes it; the script sets text
     )
     capped = Capped(list(range(20)), 25).get_page(1)
-    assert presenters.list_summary(capped, q="the", filters=errors) == (
+    assert list_summary(capped, q="the", filters=errors) == (
         "20+ conversations match “the” with these filters"
     )
 
@@ -103,7 +104,7 @@ def test_message_and_block_paths_are_the_ones_reverse_builds_under_any_prefix() 
     from django.urls import reverse
 
     from conversations.dashboard import share_pages
-    from conversations.dashboard.presenters import links
+    from conversations.web import links
 
     cid = uuid.uuid4()
     for scope in (None, "tok_en-1"):
@@ -121,7 +122,7 @@ def test_message_and_block_paths_are_the_ones_reverse_builds_under_any_prefix() 
 def test_every_count_is_worded_by_one_helper_with_separators() -> None:
     """One helper words a number and its noun (docs/contract.md §4): the singular for one,
     thousands separators always."""
-    from conversations.core import words
+    from conversations.core.counting import words
 
     assert words.count(1, "token") == "1 token"
     assert words.count(0, "block") == "0 blocks"
@@ -143,9 +144,9 @@ def test_a_compaction_boundary_says_its_tokens_with_separators() -> None:
 def test_the_measured_input_and_usage_are_worded_without_a_bare_multiplier() -> None:
     from types import SimpleNamespace
 
-    from conversations.core import tokens
+    from conversations.core.counting import tokens
     from conversations.dashboard.presenters import pressure
-    from conversations.record.rows import Counted, MeasuredInput
+    from conversations.record.reads.rows import Counted, MeasuredInput
 
     p = SimpleNamespace(measured=MeasuredInput(seq=5, input=45263, estimate=280))
     line = pressure.measured_input(p)  # type: ignore[arg-type]
@@ -163,7 +164,7 @@ def test_the_measured_input_and_usage_are_worded_without_a_bare_multiplier() -> 
 def next_of(basis: str, boundary: int | None) -> Any:
     from types import SimpleNamespace
 
-    from conversations.core import next_request as nr
+    from conversations.core.counting import next_request as nr
 
     head = SimpleNamespace(
         next=nr.NextRequest(

@@ -13,11 +13,13 @@ from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conversations.core import compact, replay, stored_counts, tokens
-from conversations.core import next_request as nr
-from conversations.core.compact import Policy
+from conversations.core import replay
+from conversations.core.counting import compact, stored_counts, tokens
+from conversations.core.counting import next_request as nr
+from conversations.core.counting.compact import Policy
 from conversations.core.options import ReplayOptions
-from conversations.record import policy_reads, preview_counts, selectors, token_counts
+from conversations.record.counting import policy_reads, preview_counts, token_counts
+from conversations.record.reads import selectors
 from tests.builders import png, stored, text, tool_result, tool_use
 
 ids = st.sampled_from(["a", "b", "c", "d"])

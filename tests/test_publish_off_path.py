@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from conversations.record import services
-from conversations.record.models import Block
+from conversations.record.models.conversation import Block
+from conversations.record.services.api_tokens import api_token_create
+from conversations.record.services.conversations import conversation_create
 from tests.conftest import start_daphne
 from tests.test_events import SilentServer, silent_server  # noqa: F401  (fixture)
 
@@ -23,8 +24,8 @@ def test_a_post_answers_at_once_while_the_layer_hangs(
     tmp_path: Path,
     silent_server: SilentServer,  # noqa: F811
 ) -> None:
-    conversation = services.conversation_create(title="Hanging layer, live")
-    _, token = services.api_token_create(label="off path")
+    conversation = conversation_create(title="Hanging layer, live")
+    _, token = api_token_create(label="off path")
     server = start_daphne(
         tmp_path,
         env={

@@ -14,13 +14,30 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from conversations.core import page_windows, preview
-from conversations.dashboard import presenters
-from conversations.dashboard.presenters import Truncation
+from conversations.core import page_windows
+from conversations.core.counting import preview
+from conversations.dashboard.presenters.metadata import (
+    CONVERSATION_META_ITEMS,
+    MetaItem,
+    conversation_meta,
+    message_meta,
+    source_time,
+)
+from conversations.dashboard.presenters.texts import (
+    Truncation,
+    fold_label,
+    input_text,
+    line_count,
+    size_note,
+)
+from conversations.ingest.imports import transcript_import
 from conversations.live import fragments
-from conversations.record import services
-from conversations.record.models import Conversation
+from conversations.record.models.conversation import Conversation
 from conversations.record.schemas import BLOCK_ADAPTER
+from conversations.record.services.appending import message_append
+from conversations.record.services.conversations import conversation_create
+from conversations.sharing.services import share_create
+from conversations.web import links
 from tests.builders import png, stored, text, tool_result, tool_use
 from tests.realdata import REAL
 from tests.test_views import detail_url, page
@@ -33,23 +50,23 @@ HOSTILE = '<script>alert(1)</script><img src=x onerror=alert(2)> hx-get="/admin/
 
 def test_a_fold_label_says_how_many_lines_and_bytes_it_folds() -> None:
     text_40 = "\n".join(f"line {n}" for n in range(40))
-    assert presenters.fold_label(text_40, None) == "show all 40 lines, 309 bytes"
-    assert presenters.fold_label(text_40 + "\n", None) == "show all 40 lines, 310 bytes"
-    assert presenters.fold_label("x" * 2100, None) == "show all 2.1 kB"  # one line: its size
-    assert presenters.fold_label("é" * 1000, None) == "show all 2.0 kB"  # UTF-8 bytes
+    assert fold_label(text_40, None) == "show all 40 lines, 309 bytes"
+    assert fold_label(text_40 + "\n", None) == "show all 40 lines, 310 bytes"
+    assert fold_label("x" * 2100, None) == "show all 2.1 kB"  # one line: its size
+    assert fold_label("é" * 1000, None) == "show all 2.0 kB"  # UTF-8 bytes
     many = "\n".join("y" * 200 for _ in range(400))
-    assert presenters.fold_label(many, None) == "show all 400 lines, 80.4 kB"
+    assert fold_label(many, None) == "show all 400 lines, 80.4 kB"
 
 
 def test_a_fold_of_a_text_shown_in_part_says_it_is_the_start_of_the_whole() -> None:
     start = "\n".join("z" * 100 for _ in range(400))
     cut = Truncation(81_234, "/rest")
-    assert presenters.size_note(start, cut) == "first 400 lines, 40.4 kB of 81.2 kB"
-    assert presenters.fold_label(start, cut) == "show the first 400 lines, 40.4 kB of 81.2 kB"
+    assert size_note(start, cut) == "first 400 lines, 40.4 kB of 81.2 kB"
+    assert fold_label(start, cut) == "show the first 400 lines, 40.4 kB of 81.2 kB"
 
 
 def test_line_counts_as_an_editor_counts_them() -> None:
-    assert [presenters.line_count(t) for t in ["", "a", "a\n", "a\nb", "\n\n"]] == [0, 1, 1, 2, 2]
+    assert [line_count(t) for t in ["", "a", "a\n", "a\nb", "\n\n"]] == [0, 1, 1, 2, 2]
 
 
 @pytest.mark.django_db
@@ -82,7 +99,7 @@ def test_a_truncated_long_tool_output_says_it_shows_the_start_of_how_much(
 ) -> None:
     # The real ~80 KB WebFetch result of a Claude Code subagent (tests/fixtures/real).
     raw = (REAL / "claude_code_subagent_long_tool_output.jsonl").read_bytes()
-    outcome = services.transcript_import(raw=raw, format=None, title=None, file_name="a.jsonl")
+    outcome = transcript_import(raw=raw, format=None, title=None, file_name="a.jsonl")
     html = operator_client.get(f"/c/{outcome.conversation.id}/").content.decode()
     labels = re.findall(r'<button type="button" class="show-all">([^<]+)</button>', html)
     assert any(re.fullmatch(r"show the first 400 lines, [\d.]+ kB of 78\.\d kB", x) for x in labels)
@@ -93,20 +110,20 @@ def test_a_truncated_long_tool_output_says_it_shows_the_start_of_how_much(
 
 
 def test_a_short_tool_input_is_one_line_and_a_long_one_is_indented() -> None:
-    assert presenters.input_text('{"b":1,"a":[1,2]}') == '{"b": 1, "a": [1, 2]}'  # order kept
-    assert presenters.input_text("{}") == "{}"
-    assert presenters.input_text('{"s":"two\\nlines"}') == '{"s": "two\\nlines"}'
-    assert presenters.input_text('{"é":"ü"}') == '{"é": "ü"}'
+    assert input_text('{"b":1,"a":[1,2]}') == '{"b": 1, "a": [1, 2]}'  # order kept
+    assert input_text("{}") == "{}"
+    assert input_text('{"s":"two\\nlines"}') == '{"s": "two\\nlines"}'
+    assert input_text('{"é":"ü"}') == '{"é": "ü"}'
     fits = '{"k": "' + "x" * 71 + '"}'
-    assert len(fits) == 80 and presenters.input_text(fits) == fits
+    assert len(fits) == 80 and input_text(fits) == fits
     over = '{"k": "' + "x" * 72 + '"}'
-    assert presenters.input_text(over) == '{\n  "k": "' + "x" * 72 + '"\n}'
+    assert input_text(over) == '{\n  "k": "' + "x" * 72 + '"\n}'
 
 
 # -- message metadata ------------------------------------------------------------------------
 
 
-def texts(items: list[presenters.MetaItem]) -> list[str]:
+def texts(items: list[MetaItem]) -> list[str]:
     return [i.text for i in items]
 
 
@@ -117,13 +134,13 @@ def test_message_metadata_of_each_source_is_model_tokens_stop_and_latency() -> N
         "stop_reason": "tool_use",
         "latency_ms": 2412,
     }
-    items = presenters.message_meta(claude)
+    items = message_meta(claude)
     assert texts(items) == ["claude-opus-4-6", "27,003 in · 173 out", "stop: tool_use", "2.4 s"]
     assert items[1].title == (
         "Tokens the provider measured: input 27,003 (of which cache read 27,000); output 173"
     )
     openai = {"model": "gpt-4o", "usage": {"prompt_tokens": 10, "completion_tokens": 2}}
-    assert texts(presenters.message_meta(openai)) == ["gpt-4o", "10 in · 2 out"]
+    assert texts(message_meta(openai)) == ["gpt-4o", "10 in · 2 out"]
     otel = {
         "gen_ai.request.model": "gpt-4",
         "gen_ai.response.model": "gpt-4-0613",
@@ -132,22 +149,22 @@ def test_message_metadata_of_each_source_is_model_tokens_stop_and_latency() -> N
         "gen_ai.response.finish_reasons": ["stop", 7, ""],
         "duration_ms": 850,
     }
-    assert texts(presenters.message_meta(otel)) == [
+    assert texts(message_meta(otel)) == [
         "gpt-4-0613",
         "97 in · 52 out",
         "stop: stop",
         "850 ms",
     ]
-    assert texts(presenters.message_meta({"finish_reason": "length", "latency_ms": 65_000})) == [
+    assert texts(message_meta({"finish_reason": "length", "latency_ms": 65_000})) == [
         "stop: length",
         "1 min 5 s",
     ]
-    assert texts(presenters.message_meta({"usage": {"output_tokens": 9}})) == ["9 out"]
+    assert texts(message_meta({"usage": {"output_tokens": 9}})) == ["9 out"]
 
 
 def test_usage_the_margin_count_already_shows_is_not_repeated() -> None:
     metadata = {"model": "m", "usage": {"input_tokens": 1, "output_tokens": 2}}
-    assert texts(presenters.message_meta(metadata, usage_shown=True)) == ["m"]
+    assert texts(message_meta(metadata, usage_shown=True)) == ["m"]
 
 
 @pytest.mark.parametrize(
@@ -166,28 +183,28 @@ def test_usage_the_margin_count_already_shows_is_not_repeated() -> None:
     ],
 )
 def test_absent_or_odd_metadata_shows_nothing(metadata: Any) -> None:
-    assert presenters.message_meta(metadata) == []
-    assert presenters.source_time(metadata) == (None, "")
+    assert message_meta(metadata) == []
+    assert source_time(metadata) == (None, "")
 
 
 def test_a_long_metadata_value_is_cut_and_whole_in_its_title_up_to_a_bound() -> None:
-    (item,) = presenters.message_meta({"model": "m" * 1000})
+    (item,) = message_meta({"model": "m" * 1000})
     assert item.text == "m" * 79 + "…"
     assert item.title == ("model: " + "m" * 1000)[:299] + "…"
 
 
 def test_source_time_is_parsed_when_it_is_iso_with_a_zone_else_kept_as_text() -> None:
-    when, text_ = presenters.source_time({"timestamp": "2025-10-10T21:56:10.872Z"})
+    when, text_ = source_time({"timestamp": "2025-10-10T21:56:10.872Z"})
     assert when == datetime(2025, 10, 10, 21, 56, 10, 872000, tzinfo=UTC) and text_ == ""
-    when, _ = presenters.source_time({"timestamp": "2025-10-10T23:56:10+02:00"})
+    when, _ = source_time({"timestamp": "2025-10-10T23:56:10+02:00"})
     assert when == datetime(2025, 10, 10, 21, 56, 10, tzinfo=UTC)
-    assert presenters.source_time({"timestamp": "2025-10-10T21:56:10"}) == (
+    assert source_time({"timestamp": "2025-10-10T21:56:10"}) == (
         None,
         "2025-10-10T21:56:10",
     )  # no zone: not guessed
-    assert presenters.source_time({"timestamp": "yesterday"}) == (None, "yesterday")
-    assert presenters.source_time({"timestamp": "9" * 500})[1] == "9" * 79 + "…"
-    assert presenters.source_time({"timestamp": 1700000000}) == (None, "")
+    assert source_time({"timestamp": "yesterday"}) == (None, "yesterday")
+    assert source_time({"timestamp": "9" * 500})[1] == "9" * 79 + "…"
+    assert source_time({"timestamp": 1700000000}) == (None, "")
 
 
 EDGES = ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"]
@@ -195,17 +212,17 @@ EDGES = ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"]
 
 @pytest.mark.parametrize("stamp", EDGES)
 def test_a_source_time_past_the_calendars_ends_in_utc_is_kept_as_text(stamp: str) -> None:
-    assert presenters.source_time({"timestamp": stamp}) == (None, stamp)
+    assert source_time({"timestamp": stamp}) == (None, stamp)
 
 
 @pytest.mark.django_db
 def test_a_message_whose_source_time_is_out_of_range_still_renders(
     operator_client: Client,
 ) -> None:
-    conversation = services.conversation_create(title="Edge of time")
+    conversation = conversation_create(title="Edge of time")
     for stamp in EDGES:
         hi = BLOCK_ADAPTER.validate_python(text("hi"))
-        services.message_append(
+        message_append(
             conversation=conversation, role="user", blocks=[hi], metadata={"timestamp": stamp}
         )
     body = page(operator_client.get(detail_url(conversation)))
@@ -261,7 +278,7 @@ def test_conversation_metadata_is_model_source_then_plain_values_by_key() -> Non
         "empty": "",
         "nothing": None,
     }
-    items = presenters.conversation_meta(metadata, model="claude-opus-4-6")
+    items = conversation_meta(metadata, model="claude-opus-4-6")
     assert texts(items) == [
         "model claude-opus-4-6",
         "source claude-code",
@@ -271,27 +288,27 @@ def test_conversation_metadata_is_model_source_then_plain_values_by_key() -> Non
         "max_tokens 1024",
         "version 2.1.38",
     ]
-    assert texts(presenters.conversation_meta({"model": "own"}, model="other")) == ["model own"]
+    assert texts(conversation_meta({"model": "own"}, model="other")) == ["model own"]
     otel = {"gen_ai.request.model": "gpt-4o", "gen_ai.provider.name": "openai"}
-    assert texts(presenters.conversation_meta(otel)) == [
+    assert texts(conversation_meta(otel)) == [
         "model gpt-4o",
         "gen_ai.provider.name openai",
     ]
-    assert presenters.conversation_meta(None) == presenters.conversation_meta("x") == []
+    assert conversation_meta(None) == conversation_meta("x") == []
     many = {f"k{n:02}": n for n in range(50)}
-    assert len(presenters.conversation_meta(many)) == presenters.CONVERSATION_META_ITEMS
+    assert len(conversation_meta(many)) == CONVERSATION_META_ITEMS
 
 
 @pytest.mark.django_db
 def test_the_page_header_shows_the_conversation_metadata_as_text(operator_client: Client) -> None:
-    conversation = services.conversation_create(
+    conversation = conversation_create(
         title="Agent run", metadata={"agent": HOSTILE, "model": "gpt-4o", "env": "prod"}
     )
     root = page(operator_client.get(detail_url(conversation)))
     items = root.find("ul", cls="conv-meta").find_all("li")
     assert [li.text for li in items] == ["model gpt-4o", f"agent {HOSTILE}", "env prod"]
     assert "<script>alert(1)" not in operator_client.get(detail_url(conversation)).content.decode()
-    bare = services.conversation_create(title="Bare")
+    bare = conversation_create(title="Bare")
     assert page(operator_client.get(detail_url(bare))).find_all("ul", cls="conv-meta") == []
 
 
@@ -339,7 +356,7 @@ def run(db: None) -> Conversation:
 
 def message_url(conversation: Conversation, seq: int, what: str, **query: Any) -> str:
     url = reverse(f"message-{what}", args=[str(conversation.id), seq])
-    return url + presenters.query(**query) if query else url
+    return url + links.query(**query) if query else url
 
 
 def test_record_json_is_the_message_as_the_api_record_lists_it(
@@ -407,7 +424,7 @@ def test_each_message_offers_both_copies_with_urls_following_the_toggles(
 def test_a_share_page_copies_the_projection_in_scope_but_never_the_record(
     run: Conversation,
 ) -> None:
-    _, token = services.share_create(conversation=run, up_to_seq=1, images=False)
+    _, token = share_create(conversation=run, up_to_seq=1, images=False)
     share = Client()
     html = share.get(f"/s/{token}/").content.decode()
     assert 'class="copy-projection"' in html and 'class="copy-record"' not in html
@@ -467,7 +484,7 @@ def test_an_otlp_export_keeps_each_calls_latency_and_the_page_shows_it(
         "attributes": attributes,
     }
     body = orjson.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]})
-    outcome = services.transcript_import(raw=body, format=None, title=None, file_name=None)
+    outcome = transcript_import(raw=body, format=None, title=None, file_name=None)
     assistant = outcome.conversation.messages.get(seq=1)
     assert assistant.metadata["latency_ms"] == 1250
     header = page(operator_client.get(detail_url(outcome.conversation))).by_id("m-1")

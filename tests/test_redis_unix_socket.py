@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conversations.record import services
+from conversations.record.services.api_tokens import api_token_create
 from tests.conftest import Server, start_daphne
 from tests.redis_server import RedisServer, available
 from tests.test_health import probe
@@ -38,7 +38,7 @@ def test_a_server_on_a_unix_socket_redis_is_ready_and_pushes_to_its_watchers(
 ) -> None:
     assert redis.url.startswith("unix:///")
     server: Server = start_daphne(tmp_path, {"REDIS_URL": redis.url})
-    _token, clear = services.api_token_create(label="unix socket")
+    _token, clear = api_token_create(label="unix socket")
     api = Api(server, clear)
     try:
         ready = probe(server, "/readyz")

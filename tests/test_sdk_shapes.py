@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from conversations.core import replay
 from conversations.record.demo import DEMO_PNG, load_demo
-from conversations.record.selectors import replay_payload
+from conversations.record.reads.selectors import replay_payload
 from tests import sdk_types
 from tests.replay_strategies import records
 from tests.sdk_types import validate_anthropic, validate_openai, validate_payload

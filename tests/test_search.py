@@ -14,10 +14,14 @@ from django.test import Client
 
 from conversations.core import search
 from conversations.core.blocks import TextBlock, ToolResultBlock, ToolUseBlock
-from conversations.record import search as index
-from conversations.record import search_reads, services
-from conversations.record.models import Conversation, SearchEntry
+from conversations.record import fulltext
+from conversations.record.models.conversation import Conversation
+from conversations.record.models.search import SearchEntry
 from conversations.record.schemas import BLOCK_ADAPTER
+from conversations.record.search import index
+from conversations.record.search import reads as search_reads
+from conversations.record.services.appending import message_append
+from conversations.record.services.conversations import conversation_create, conversation_update
 from tests.builders import png, text, tool_result, tool_use
 from tests.conftest import ApiClient
 
@@ -46,7 +50,7 @@ def found(api: ApiClient, q: str) -> set[str]:
 def fts_matches(word: str) -> set[int]:
     """SQLite: the entry ids FTS5's own index holds for a word."""
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT rowid FROM {index.FTS} WHERE {index.FTS} MATCH %s", [word])
+        cursor.execute(f"SELECT rowid FROM {fulltext.FTS} WHERE {fulltext.FTS} MATCH %s", [word])
         return {row[0] for row in cursor.fetchall()}
 
 
@@ -120,8 +124,8 @@ def test_a_query_of_too_many_words_is_refused_naming_q() -> None:
 
 def test_query_syntax_is_quoted_for_both_databases() -> None:
     query = search.Query(words=('a"b',), prefixes=("it's\\",))
-    assert index.fts5_query(query) == '"a""b" AND "it\'s\\"*'
-    assert index.tsquery(query) == "'a\"b' & 'it''s\\\\':*"
+    assert fulltext.fts5_query(query) == '"a""b" AND "it\'s\\"*'
+    assert fulltext.tsquery(query) == "'a\"b' & 'it''s\\\\':*"
 
 
 # --- the API and the index, on the database under test --------------------------------
@@ -236,7 +240,7 @@ def test_a_q_over_200_characters_is_a_400_naming_q(api: ApiClient) -> None:
 
 
 def test_the_dashboard_says_why_a_long_q_is_refused(operator_client: Client) -> None:
-    services.conversation_create(title="<script>alert(1)</script>")
+    conversation_create(title="<script>alert(1)</script>")
     response = operator_client.get("/", {"q": "<script>" * 30})
     assert response.status_code == 400
     body = response.content.decode()
@@ -261,7 +265,7 @@ def test_deleting_a_conversation_deletes_its_entries_from_the_index(api: ApiClie
         assert fts_matches("zebra") == kept_ids
         with connection.cursor() as cursor:  # FTS5 checks its index against the entries
             cursor.execute(
-                f"INSERT INTO {index.FTS}({index.FTS}, rank) VALUES ('integrity-check', 1)"
+                f"INSERT INTO {fulltext.FTS}({fulltext.FTS}, rank) VALUES ('integrity-check', 1)"
             )
 
 
@@ -273,18 +277,18 @@ def test_the_orm_cascade_also_deletes_a_conversations_entries(api: ApiClient) ->
 
 
 def test_renaming_a_conversation_reindexes_its_title(api: ApiClient) -> None:
-    conversation = services.conversation_create(title="Old name")
-    services.conversation_update(conversation=conversation, title="New name", metadata={})
+    conversation = conversation_create(title="Old name")
+    conversation_update(conversation=conversation, title="New name", metadata={})
     assert found(api, "old") == set()
     assert found(api, "new") == {str(conversation.pk)}
-    services.conversation_update(conversation=conversation, title="", metadata={})
+    conversation_update(conversation=conversation, title="", metadata={})
     assert found(api, "new") == set()
     assert not SearchEntry.objects.filter(conversation=conversation).exists()
 
 
 def test_a_block_without_words_has_no_entry(db: None) -> None:
-    conversation = services.conversation_create(title="")
-    message, _ = services.message_append(
+    conversation = conversation_create(title="")
+    message, _ = message_append(
         conversation=conversation,
         role="user",
         blocks=[BLOCK_ADAPTER.validate_python(b) for b in (text(""), text("!!"), png())],
@@ -294,8 +298,8 @@ def test_a_block_without_words_has_no_entry(db: None) -> None:
 
 def test_the_search_reads_the_full_text_index(db: None) -> None:
     for n in range(30):
-        conversation = services.conversation_create(title=f"conversation {n}")
-        services.message_append(
+        conversation = conversation_create(title=f"conversation {n}")
+        message_append(
             conversation=conversation,
             role="user",
             blocks=[BLOCK_ADAPTER.validate_python(text(f"word{n} and more words"))],
@@ -307,7 +311,7 @@ def test_the_search_reads_the_full_text_index(db: None) -> None:
         if connection.vendor == "sqlite":
             cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
             plan = [str(row[-1]) for row in cursor.fetchall()]
-            assert any(f"SCAN {index.FTS} VIRTUAL TABLE INDEX" in step for step in plan), plan
+            assert any(f"SCAN {fulltext.FTS} VIRTUAL TABLE INDEX" in step for step in plan), plan
             assert not any(step.startswith("SCAN conversations_searchentry ") for step in plan)
             assert not any("conversations_block" in step for step in plan), plan
         else:
@@ -396,8 +400,8 @@ def test_a_snippet_is_cut_around_the_match_on_one_line() -> None:
 def test_dashboard_rows_link_the_matching_message_and_show_the_snippet_as_text(
     operator_client: Client,
 ) -> None:
-    conversation = services.conversation_create(title="Hostile")
-    services.message_append(
+    conversation = conversation_create(title="Hostile")
+    message_append(
         conversation=conversation,
         role="user",
         blocks=[BLOCK_ADAPTER.validate_python(text("<img src=x onerror=alert(1)> zebra"))],
@@ -506,8 +510,8 @@ def test_the_list_page_says_a_capped_count_is_more(
 ) -> None:
     monkeypatch.setattr(search_reads, "SEARCH_COUNT_CAP", 26)
     for n in range(30):
-        services.message_append(
-            conversation=services.conversation_create(title=f"run {n}"),
+        message_append(
+            conversation=conversation_create(title=f"run {n}"),
             role="user",
             blocks=[BLOCK_ADAPTER.validate_python(text("shared"))],
         )
@@ -521,8 +525,8 @@ def test_a_search_reads_a_bounded_number_of_entries_whatever_is_stored(
     monkeypatch.setattr(search_reads, "SEARCH_ENTRIES", 3)
     monkeypatch.setattr(search_reads, "HIT_ENTRIES", 3)
     for n in range(8):
-        services.message_append(
-            conversation=services.conversation_create(title=f"run {n}"),
+        message_append(
+            conversation=conversation_create(title=f"run {n}"),
             role="user",
             blocks=[BLOCK_ADAPTER.validate_python(text("shared")) for _ in range(3)],
         )

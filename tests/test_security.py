@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils.html import escape
 
-from conversations.record.models import Conversation
+from conversations.record.models.conversation import Conversation
 from tests.builders import make_user, png, tool_result, tool_use
 from tests.test_views import Node, conversation_with, parse
 

@@ -1,4 +1,4 @@
-"""The hot reads touch messages and blocks only (docs/architecture.md, `conversations/record/`): no
+"""The hot reads touch messages and blocks only (docs/architecture.md, `record/`): no
 join to conversations, which an inherited `Meta.ordering` would add to every unordered query to sort
 by `updated_at`."""
 
@@ -11,8 +11,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from conversations.record import selectors, services, shapes
-from conversations.record.models import Conversation
+from conversations.record.models.conversation import Conversation
+from conversations.record.reads import selectors, shapes
+from conversations.record.services.appending import messages_append
+from conversations.record.services.conversations import conversation_create
 from tests.builders import png, text
 from tests.test_services_batch import message
 
@@ -21,8 +23,8 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def conversation() -> Conversation:
-    conversation = services.conversation_create(title="Hot")
-    services.messages_append(
+    conversation = conversation_create(title="Hot")
+    messages_append(
         conversation=conversation,
         messages=[message("user", text("a"), png()), message("assistant", text("b"))],
     )
@@ -53,7 +55,7 @@ def test_a_hot_read_never_joins_conversations(conversation, name):
 
 
 def test_block_counts_are_in_seq_order(conversation):
-    services.messages_append(conversation=conversation, messages=[message() for _ in range(30)])
+    messages_append(conversation=conversation, messages=[message() for _ in range(30)])
     assert list(selectors.block_counts(conversation)) == list(range(32))
     assert list(selectors.block_counts(conversation, start=20)) == list(range(20, 32))
 

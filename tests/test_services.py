@@ -14,9 +14,17 @@ from channels.layers import get_channel_layer
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from conversations.record import events, services
-from conversations.record.models import Block, Conversation, Message
+from conversations.record import events
+from conversations.record.errors import IngestError
+from conversations.record.models.conversation import Block, Conversation, Message
 from conversations.record.schemas import BLOCK_ADAPTER, ImageIn
+from conversations.record.services.appending import (
+    UNKNOWN_TOOL,
+    block_append,
+    message_append,
+    messages_append,
+)
+from conversations.record.services.conversations import conversation_create
 
 pytestmark = pytest.mark.django_db
 
@@ -62,22 +70,22 @@ def stored_names(conversation: Conversation) -> list[list[str]]:
 
 @pytest.fixture
 def conversation() -> Conversation:
-    return services.conversation_create(title="Services")
+    return conversation_create(title="Services")
 
 
 # --- conversation_create and message_append ------------------------------------------
 
 
 def test_conversation_create_stores_title_and_metadata():
-    created = services.conversation_create(title="t", metadata={"a": [1]})
+    created = conversation_create(title="t", metadata={"a": [1]})
     stored = Conversation.objects.get(pk=created.pk)
     assert (stored.title, stored.metadata, stored.message_count) == ("t", {"a": [1]}, 0)
-    assert services.conversation_create(title="bare").metadata == {}
+    assert conversation_create(title="bare").metadata == {}
 
 
 def test_message_append_gives_dense_seqs_and_counts_blocks(conversation):
     appended = [
-        services.message_append(conversation=conversation, role=role, blocks=blocks)
+        message_append(conversation=conversation, role=role, blocks=blocks)
         for role, blocks in [("system", [text()]), ("user", []), ("assistant", [text(), text()])]
     ]
     assert [m.seq for m, _ in appended] == [0, 1, 2]
@@ -89,15 +97,15 @@ def test_message_append_gives_dense_seqs_and_counts_blocks(conversation):
 
 def test_message_append_works_from_a_stale_conversation_object(conversation):
     stale = Conversation.objects.get(pk=conversation.pk)
-    services.message_append(conversation=conversation, role="user", blocks=[])
-    message, _ = services.message_append(conversation=stale, role="user", blocks=[])
+    message_append(conversation=conversation, role="user", blocks=[])
+    message, _ = message_append(conversation=stale, role="user", blocks=[])
     assert message.seq == 1
 
 
 def test_message_append_moves_the_conversation_to_the_top(conversation):
-    other = services.conversation_create(title="newer")
+    other = conversation_create(title="newer")
     assert list(Conversation.objects.order_by("-updated_at"))[0] == other
-    services.message_append(conversation=conversation, role="user", blocks=[])
+    message_append(conversation=conversation, role="user", blocks=[])
     assert list(Conversation.objects.order_by("-updated_at"))[0] == conversation
 
 
@@ -105,11 +113,11 @@ def test_an_append_counts_itself_into_the_conversations_row(conversation):
     """One UPDATE … RETURNING locks, counts and reads the row: the row and the caller's
     object say the same; a conversation that is gone stores nothing."""
     calls = [use("a", "grep"), use("b", "ls")]
-    services.message_append(
+    message_append(
         conversation=conversation, role="assistant", blocks=calls, metadata={"model": "m-1"}
     )
     failed = block(type="tool_result", tool_use_id="a", content="no", is_error=True)
-    message, _ = services.message_append(
+    message, _ = message_append(
         conversation=conversation, role="user", blocks=[failed, result("b"), text()]
     )
     assert message.seq == 1
@@ -123,12 +131,12 @@ def test_an_append_counts_itself_into_the_conversations_row(conversation):
             held.unanswered_calls,
             held.model,
         ) == expected
-    services.message_append(conversation=conversation, role="assistant", blocks=[use("c", "x")])
+    message_append(conversation=conversation, role="assistant", blocks=[use("c", "x")])
     row.refresh_from_db()
     assert (row.message_count, row.unanswered_calls, row.model) == (3, 1, "m-1")
     before = state()
     with pytest.raises(Conversation.DoesNotExist):
-        services.message_append(conversation=Conversation(), role="user", blocks=[text()])
+        message_append(conversation=Conversation(), role="user", blocks=[text()])
     assert state() == before
 
 
@@ -137,18 +145,18 @@ def test_an_append_never_moves_the_conversations_time_back(conversation):
     may have stored a later one, which stays."""
     later = timezone.now() + timedelta(minutes=5)
     Conversation.objects.filter(pk=conversation.pk).update(updated_at=later)
-    services.message_append(conversation=conversation, role="user", blocks=[text()])
+    message_append(conversation=conversation, role="user", blocks=[text()])
     assert Conversation.objects.get(pk=conversation.pk).updated_at == later
     Conversation.objects.filter(pk=conversation.pk).update(updated_at=later - timedelta(hours=1))
-    services.message_append(conversation=conversation, role="user", blocks=[text()])
+    message_append(conversation=conversation, role="user", blocks=[text()])
     assert later - timedelta(hours=1) < Conversation.objects.get(pk=conversation.pk).updated_at
 
 
 @pytest.mark.parametrize("role", ["tool", "User", "", "function"])
 def test_message_append_refuses_an_unknown_role(conversation, role):
     before = state()
-    with pytest.raises(services.IngestError) as error:
-        services.message_append(conversation=conversation, role=role, blocks=[text()])
+    with pytest.raises(IngestError) as error:
+        message_append(conversation=conversation, role=role, blocks=[text()])
     assert error.value.field == "role"
     assert state() == before
 
@@ -157,52 +165,50 @@ def test_message_append_refuses_an_unknown_role(conversation, role):
 def test_an_image_outside_a_user_message_stores_nothing(conversation, role):
     image = block(type="image", media_type="image/png", data=PNG_1x1)
     before = state()
-    with pytest.raises(services.IngestError) as error:
-        services.message_append(conversation=conversation, role=role, blocks=[text(), image])
+    with pytest.raises(IngestError) as error:
+        message_append(conversation=conversation, role=role, blocks=[text(), image])
     assert error.value.field == "blocks[1]"
     assert state() == before
 
 
 def test_an_image_in_a_user_message_is_stored(conversation):
     image = block(type="image", media_type="image/png", data=PNG_1x1)
-    _, rows = services.message_append(conversation=conversation, role="user", blocks=[image])
+    _, rows = message_append(conversation=conversation, role="user", blocks=[image])
     assert (rows[0].media_type, rows[0].data) == ("image/png", PNG_1x1)
 
 
 def test_a_database_failure_midway_stores_nothing(conversation):
-    services.message_append(conversation=conversation, role="user", blocks=[text("first")])
+    message_append(conversation=conversation, role="user", blocks=[text("first")])
     # Bypass validation so that the block insert, after the message insert, breaks a
     # database constraint: the message row must go with it.
     bad = ImageIn.model_construct(type="image", media_type="image/bmp", data="Qk0=")
     before = state()
     with pytest.raises(IntegrityError):
-        services.message_append(conversation=conversation, role="user", blocks=[text(), bad])
+        message_append(conversation=conversation, role="user", blocks=[text(), bad])
     assert state() == before
     assert conversation.message_count == 1
-    following, _ = services.message_append(conversation=conversation, role="user", blocks=[])
+    following, _ = message_append(conversation=conversation, role="user", blocks=[])
     assert following.seq == 1
 
 
 def test_a_failed_block_append_stores_nothing(conversation):
-    message, _ = services.message_append(conversation=conversation, role="user", blocks=[text()])
+    message, _ = message_append(conversation=conversation, role="user", blocks=[text()])
     bad = ImageIn.model_construct(type="image", media_type="text/plain", data="eA==")
     before = state()
     with pytest.raises(IntegrityError):
-        services.block_append(message=message, block=bad)
+        block_append(message=message, block=bad)
     assert state() == before
-    assert services.block_append(message=message, block=text()).seq == 1
+    assert block_append(message=message, block=text()).seq == 1
 
 
 # --- block_append ----------------------------------------------------------------------
 
 
 def test_block_append_goes_to_the_end_of_an_earlier_message(conversation):
-    first, _ = services.message_append(
-        conversation=conversation, role="assistant", blocks=[text(), text()]
-    )
-    last, _ = services.message_append(conversation=conversation, role="user", blocks=[text()])
+    first, _ = message_append(conversation=conversation, role="assistant", blocks=[text(), text()])
+    last, _ = message_append(conversation=conversation, role="user", blocks=[text()])
     updated = Conversation.objects.get(pk=conversation.pk).updated_at
-    row = services.block_append(message=first, block=block(type="reasoning", text="late"))
+    row = block_append(message=first, block=block(type="reasoning", text="late"))
     assert (row.message_id, row.seq) == (first.pk, 2)
     assert first.block_count == 3
     assert Message.objects.get(pk=first.pk).block_count == 3
@@ -218,17 +224,17 @@ def test_block_append_goes_to_the_end_of_an_earlier_message(conversation):
 
 
 def test_block_append_from_a_stale_message_object_keeps_seqs_dense(conversation):
-    message, _ = services.message_append(conversation=conversation, role="user", blocks=[])
+    message, _ = message_append(conversation=conversation, role="user", blocks=[])
     stale = Message.objects.get(pk=message.pk)
-    services.block_append(message=message, block=text())
-    assert services.block_append(message=stale, block=text()).seq == 1
+    block_append(message=message, block=text())
+    assert block_append(message=stale, block=text()).seq == 1
 
 
 def test_block_append_refuses_an_image_outside_a_user_message(conversation):
-    message, _ = services.message_append(conversation=conversation, role="assistant", blocks=[])
+    message, _ = message_append(conversation=conversation, role="assistant", blocks=[])
     before = state()
-    with pytest.raises(services.IngestError) as error:
-        services.block_append(
+    with pytest.raises(IngestError) as error:
+        block_append(
             message=message, block=block(type="image", media_type="image/png", data=PNG_1x1)
         )
     assert error.value.field == "block"
@@ -239,7 +245,7 @@ def test_block_append_refuses_an_image_outside_a_user_message(conversation):
 
 
 def test_a_result_takes_the_name_of_a_call_earlier_in_the_same_message(conversation):
-    _, rows = services.message_append(
+    _, rows = message_append(
         conversation=conversation, role="assistant", blocks=[use("c1", "search"), result("c1")]
     )
     assert rows[1].name == "search"
@@ -247,23 +253,21 @@ def test_a_result_takes_the_name_of_a_call_earlier_in_the_same_message(conversat
 
 
 def test_a_result_takes_the_name_of_a_call_in_an_earlier_message(conversation):
-    services.message_append(conversation=conversation, role="assistant", blocks=[use("c1", "a")])
-    _, rows = services.message_append(conversation=conversation, role="user", blocks=[result("c1")])
+    message_append(conversation=conversation, role="assistant", blocks=[use("c1", "a")])
+    _, rows = message_append(conversation=conversation, role="user", blocks=[result("c1")])
     assert rows[0].name == "a"
 
 
 def test_the_latest_earlier_call_wins_across_messages(conversation):
     for call_id, name in [("c", "first"), ("c", "second"), ("d", "other")]:
-        services.message_append(
-            conversation=conversation, role="assistant", blocks=[use(call_id, name)]
-        )
-    _, rows = services.message_append(conversation=conversation, role="user", blocks=[result("c")])
+        message_append(conversation=conversation, role="assistant", blocks=[use(call_id, name)])
+    _, rows = message_append(conversation=conversation, role="user", blocks=[result("c")])
     assert rows[0].name == "second"
 
 
 def test_the_latest_earlier_call_wins_within_a_message(conversation):
-    services.message_append(conversation=conversation, role="assistant", blocks=[use("c", "old")])
-    _, rows = services.message_append(
+    message_append(conversation=conversation, role="assistant", blocks=[use("c", "old")])
+    _, rows = message_append(
         conversation=conversation,
         role="assistant",
         blocks=[use("c", "x"), use("c", "y"), result("c"), use("c", "z")],
@@ -272,40 +276,40 @@ def test_the_latest_earlier_call_wins_within_a_message(conversation):
 
 
 def test_a_call_later_in_the_same_message_is_not_used(conversation):
-    services.message_append(conversation=conversation, role="assistant", blocks=[use("c", "bef")])
-    _, rows = services.message_append(
+    message_append(conversation=conversation, role="assistant", blocks=[use("c", "bef")])
+    _, rows = message_append(
         conversation=conversation, role="assistant", blocks=[result("c"), use("c", "after")]
     )
     assert rows[0].name == "bef"
 
 
 def test_a_call_in_a_later_message_is_not_used_for_a_block_on_an_earlier_one(conversation):
-    early, _ = services.message_append(conversation=conversation, role="user", blocks=[text()])
-    services.message_append(conversation=conversation, role="assistant", blocks=[use("c", "late")])
-    row = services.block_append(message=early, block=result("c"))
-    assert row.name == services.UNKNOWN_TOOL == "unknown"
+    early, _ = message_append(conversation=conversation, role="user", blocks=[text()])
+    message_append(conversation=conversation, role="assistant", blocks=[use("c", "late")])
+    row = block_append(message=early, block=result("c"))
+    assert row.name == UNKNOWN_TOOL == "unknown"
 
 
 def test_a_block_on_an_earlier_message_takes_the_latest_call_up_to_that_message(conversation):
-    services.message_append(conversation=conversation, role="assistant", blocks=[use("c", "one")])
-    middle, _ = services.message_append(
+    message_append(conversation=conversation, role="assistant", blocks=[use("c", "one")])
+    middle, _ = message_append(
         conversation=conversation, role="assistant", blocks=[use("c", "two")]
     )
-    services.message_append(conversation=conversation, role="assistant", blocks=[use("c", "three")])
-    row = services.block_append(message=middle, block=result("c"))
+    message_append(conversation=conversation, role="assistant", blocks=[use("c", "three")])
+    row = block_append(message=middle, block=result("c"))
     assert row.name == "two"
     assert Block.objects.get(pk=row.pk).name == "two"
 
 
 def test_another_conversations_call_is_not_used(conversation):
-    other = services.conversation_create(title="other")
-    services.message_append(conversation=other, role="assistant", blocks=[use("c", "theirs")])
-    _, rows = services.message_append(conversation=conversation, role="user", blocks=[result("c")])
+    other = conversation_create(title="other")
+    message_append(conversation=other, role="assistant", blocks=[use("c", "theirs")])
+    _, rows = message_append(conversation=conversation, role="user", blocks=[result("c")])
     assert rows[0].name == "unknown"
 
 
 def test_a_result_without_any_call_is_named_unknown(conversation):
-    _, rows = services.message_append(
+    _, rows = message_append(
         conversation=conversation, role="user", blocks=[use("other", "t"), result("nowhere")]
     )
     assert rows[1].name == "unknown"
@@ -315,18 +319,16 @@ def test_a_result_without_any_call_is_named_unknown(conversation):
 
 
 def test_an_explicit_name_is_kept(conversation):
-    services.message_append(conversation=conversation, role="assistant", blocks=[use("c", "real")])
-    _, rows = services.message_append(
+    message_append(conversation=conversation, role="assistant", blocks=[use("c", "real")])
+    _, rows = message_append(
         conversation=conversation, role="user", blocks=[result("c", name="given")]
     )
     assert rows[0].name == "given"
 
 
 def test_an_earlier_result_is_not_taken_for_a_call(conversation):
-    services.message_append(
-        conversation=conversation, role="user", blocks=[result("c", name="from-result")]
-    )
-    _, rows = services.message_append(conversation=conversation, role="user", blocks=[result("c")])
+    message_append(conversation=conversation, role="user", blocks=[result("c", name="from-result")])
+    _, rows = message_append(conversation=conversation, role="user", blocks=[result("c")])
     assert rows[0].name == "unknown"
 
 
@@ -363,7 +365,7 @@ def test_message_added_is_published_when_the_transaction_commits(
 ):
     def action() -> None:
         with django_capture_on_commit_callbacks(execute=True):
-            services.message_append(conversation=conversation, role="user", blocks=[text(), text()])
+            message_append(conversation=conversation, role="user", blocks=[text(), text()])
 
     assert listen(conversation.pk, action) == [
         {
@@ -378,11 +380,11 @@ def test_message_added_is_published_when_the_transaction_commits(
 def test_block_added_is_published_when_the_transaction_commits(
     conversation, django_capture_on_commit_callbacks
 ):
-    message, _ = services.message_append(conversation=conversation, role="user", blocks=[text()])
+    message, _ = message_append(conversation=conversation, role="user", blocks=[text()])
 
     def action() -> None:
         with django_capture_on_commit_callbacks(execute=True):
-            services.block_append(message=message, block=text())
+            block_append(message=message, block=text())
 
     assert listen(conversation.pk, action) == [
         {
@@ -399,7 +401,7 @@ def test_nothing_is_published_before_commit(conversation, django_capture_on_comm
 
     def uncommitted() -> None:
         with django_capture_on_commit_callbacks(execute=False) as callbacks:
-            services.message_append(conversation=conversation, role="user", blocks=[])
+            message_append(conversation=conversation, role="user", blocks=[])
         pending.extend(callbacks)
 
     assert listen(conversation.pk, uncommitted) == []
@@ -417,14 +419,14 @@ def test_nothing_is_published_before_commit(conversation, django_capture_on_comm
 def test_nothing_is_published_from_a_rolled_back_append(
     conversation, django_capture_on_commit_callbacks
 ):
-    message, _ = services.message_append(conversation=conversation, role="user", blocks=[])
+    message, _ = message_append(conversation=conversation, role="user", blocks=[])
 
     def action() -> None:
         with django_capture_on_commit_callbacks(execute=True) as callbacks:
             try:
                 with transaction.atomic():
-                    services.message_append(conversation=conversation, role="user", blocks=[])
-                    services.block_append(message=message, block=text())
+                    message_append(conversation=conversation, role="user", blocks=[])
+                    block_append(message=message, block=text())
                     raise RuntimeError("abort")
             except RuntimeError:
                 pass
@@ -436,17 +438,17 @@ def test_nothing_is_published_from_a_rolled_back_append(
 
 @pytest.mark.django_db(transaction=True)
 def test_events_follow_real_commits_and_not_rollbacks():
-    conversation = services.conversation_create(title="committed")
+    conversation = conversation_create(title="committed")
 
     def action() -> None:
         try:
             with transaction.atomic():
-                services.message_append(conversation=conversation, role="user", blocks=[text()])
+                message_append(conversation=conversation, role="user", blocks=[text()])
                 raise RuntimeError("abort")
         except RuntimeError:
             pass
         with transaction.atomic():
-            services.message_append(conversation=conversation, role="assistant", blocks=[])
+            message_append(conversation=conversation, role="assistant", blocks=[])
 
     received = listen(conversation.pk, action)
     assert [(e["type"], e["message_seq"], e["block_count"]) for e in received] == [
@@ -465,7 +467,7 @@ def test_conversation_created_is_published_to_the_list_group(django_capture_on_c
 
             def action() -> None:
                 with django_capture_on_commit_callbacks(execute=True):
-                    created.append(services.conversation_create(title="listed"))
+                    created.append(conversation_create(title="listed"))
 
             await sync_to_async(action)()
             received = []
@@ -487,8 +489,8 @@ def test_the_conversation_keeps_its_block_total_through_every_append(conversatio
 
     from conversations.record.schemas import MessageIn
 
-    services.message_append(conversation=conversation, role="user", blocks=[text(), text()])
-    services.messages_append(
+    message_append(conversation=conversation, role="user", blocks=[text(), text()])
+    messages_append(
         conversation=conversation,
         messages=[
             MessageIn(role="assistant", blocks=[text("a")]),
@@ -496,9 +498,7 @@ def test_the_conversation_keeps_its_block_total_through_every_append(conversatio
             MessageIn(role="assistant", blocks=[text("b"), text("c")]),
         ],
     )
-    services.block_append(
-        message=Message.objects.get(conversation=conversation, seq=1), block=text()
-    )
+    block_append(message=Message.objects.get(conversation=conversation, seq=1), block=text())
     conversation.refresh_from_db()
     summed = Message.objects.filter(conversation=conversation).aggregate(n=Sum("block_count"))
     assert conversation.block_count == summed["n"] == 6

@@ -8,9 +8,11 @@ import pytest
 from django.db import IntegrityError, connection
 from django.test.utils import CaptureQueriesContext
 
-from conversations.record import services
-from conversations.record.models import Block, Conversation, Message
+from conversations.record.errors import IngestError
+from conversations.record.models.conversation import Block, Conversation, Message
 from conversations.record.schemas import ImageIn, MessageIn
+from conversations.record.services.appending import message_append, messages_append
+from conversations.record.services.conversations import conversation_create
 from tests.builders import png, text, tool_result, tool_use
 from tests.test_services import listen, state, stored_names
 
@@ -23,12 +25,12 @@ def message(role: str = "user", *blocks: dict[str, Any], **metadata: Any) -> Mes
 
 @pytest.fixture
 def conversation() -> Conversation:
-    return services.conversation_create(title="Batch")
+    return conversation_create(title="Batch")
 
 
 def test_a_batch_gets_dense_seqs_after_what_is_stored(conversation):
-    services.message_append(conversation=conversation, role="system", blocks=[])
-    stored = services.messages_append(
+    message_append(conversation=conversation, role="system", blocks=[])
+    stored = messages_append(
         conversation=conversation,
         messages=[message("user", text("a"), text("b")), message("assistant"), message()],
     )
@@ -43,13 +45,13 @@ def test_a_batch_gets_dense_seqs_after_what_is_stored(conversation):
     ]
     conversation.refresh_from_db()
     assert conversation.message_count == 4
-    following, _ = services.message_append(conversation=conversation, role="user", blocks=[])
+    following, _ = message_append(conversation=conversation, role="user", blocks=[])
     assert following.seq == 4
 
 
 def test_metadata_and_origin_are_stored(conversation):
     block = text("x") | {"origin": {"type": "document", "title": "spec.pdf"}}
-    services.messages_append(
+    messages_append(
         conversation=conversation, messages=[message("user", block, model="m-1", usage={"in": 3})]
     )
     stored = Message.objects.get(conversation=conversation)
@@ -58,7 +60,7 @@ def test_metadata_and_origin_are_stored(conversation):
 
 
 def test_names_resolve_across_the_batch_and_earlier_messages(conversation):
-    services.message_append(
+    message_append(
         conversation=conversation,
         role="assistant",
         blocks=[
@@ -66,7 +68,7 @@ def test_names_resolve_across_the_batch_and_earlier_messages(conversation):
             services_block(tool_use("c2", "old_name")),
         ],
     )
-    services.messages_append(
+    messages_append(
         conversation=conversation,
         messages=[
             message("user", tool_result("c1"), tool_result("c2")),
@@ -84,26 +86,26 @@ def test_names_resolve_across_the_batch_and_earlier_messages(conversation):
 
 
 def test_a_batch_names_as_the_same_messages_one_at_a_time_would(conversation):
-    other = services.conversation_create(title="One by one")
+    other = conversation_create(title="One by one")
     history = [
         message("assistant", tool_use("a", "one"), tool_result("a"), tool_use("a", "two")),
         message("user", tool_result("a"), tool_result("b")),
         message("assistant", tool_use("b", "three"), tool_result("b", name="explicit")),
         message("user", tool_result("b"), tool_result("a")),
     ]
-    services.messages_append(conversation=conversation, messages=history)
+    messages_append(conversation=conversation, messages=history)
     for item in history:
-        services.message_append(conversation=other, role=item.role, blocks=item.blocks)
+        message_append(conversation=other, role=item.role, blocks=item.blocks)
     assert stored_names(conversation) == stored_names(other)
 
 
 def test_many_messages_take_a_bounded_number_of_queries(conversation):
-    services.message_append(conversation=conversation, role="user", blocks=[])
+    message_append(conversation=conversation, role="user", blocks=[])
 
     def queries(count: int) -> int:
         batch = [message("user", text(f"m{i}"), tool_result(f"x{i}")) for i in range(count)]
         with CaptureQueriesContext(connection) as captured:
-            services.messages_append(conversation=conversation, messages=batch)
+            messages_append(conversation=conversation, messages=batch)
         return len(captured)
 
     if connection.vendor == "postgresql":
@@ -124,8 +126,8 @@ def test_many_messages_take_a_bounded_number_of_queries(conversation):
 
 def test_an_image_outside_a_user_message_names_its_path_and_stores_nothing(conversation):
     before = state()
-    with pytest.raises(services.IngestError) as caught:
-        services.messages_append(
+    with pytest.raises(IngestError) as caught:
+        messages_append(
             conversation=conversation,
             messages=[message("user", png()), message("assistant", text("x"), png())],
         )
@@ -134,19 +136,19 @@ def test_an_image_outside_a_user_message_names_its_path_and_stores_nothing(conve
 
 
 def test_a_database_failure_midway_stores_nothing(conversation):
-    services.message_append(conversation=conversation, role="user", blocks=[])
+    message_append(conversation=conversation, role="user", blocks=[])
     bad = ImageIn.model_construct(type="image", media_type="image/bmp", data="Qk0=", origin=None)
     broken = MessageIn.model_construct(role="user", blocks=[bad], metadata={})
     before = state()
     with pytest.raises(IntegrityError):
-        services.messages_append(conversation=conversation, messages=[message(), broken])
+        messages_append(conversation=conversation, messages=[message(), broken])
     assert state() == before
     assert conversation.message_count == 1
 
 
 def test_an_empty_batch_is_refused(conversation):
-    with pytest.raises(services.IngestError):
-        services.messages_append(conversation=conversation, messages=[])
+    with pytest.raises(IngestError):
+        messages_append(conversation=conversation, messages=[])
 
 
 def test_a_batch_publishes_one_event_for_its_last_message(
@@ -154,7 +156,7 @@ def test_a_batch_publishes_one_event_for_its_last_message(
 ):
     def action() -> None:
         with django_capture_on_commit_callbacks(execute=True):
-            services.messages_append(
+            messages_append(
                 conversation=conversation,
                 messages=[message("user", text("a")) for _ in range(50)]
                 + [message("assistant", text("b"), text("c"))],
@@ -182,7 +184,7 @@ def test_rows_over_the_parameter_limit_go_in_several_statements_and_keep_their_i
 ):
     monkeypatch.setattr(connection.features, "max_query_params", 40)  # 2 or 3 rows a statement
     batch = [message("user", text(f"{i}.a"), text(f"{i}.b"), n=i) for i in range(7)]
-    stored = services.messages_append(conversation=conversation, messages=batch)
+    stored = messages_append(conversation=conversation, messages=batch)
     for i, (row, blocks) in enumerate(stored):
         assert Message.objects.get(pk=row.pk).metadata == {"n": i}
         assert [Block.objects.get(pk=b.pk).text for b in blocks] == [f"{i}.a", f"{i}.b"]
@@ -197,7 +199,7 @@ def test_a_message_of_many_blocks_goes_in_inserts_of_bounded_size(conversation):
     count = 2 * bound + 5
     blocks = [services_block(text(str(i))) for i in range(count)]
     with CaptureQueriesContext(connection) as queries:
-        _, stored = services.message_append(conversation=conversation, role="user", blocks=blocks)
+        _, stored = message_append(conversation=conversation, role="user", blocks=blocks)
     head = 'INSERT INTO "conversations_block"'
     inserts = [q["sql"] for q in queries if q["sql"].startswith(head)]
     if connection.vendor == "postgresql":
@@ -221,10 +223,10 @@ def test_a_large_batch_stores_the_token_figures_one_message_at_a_time_would(conv
         message("assistant", text(words), text(" ")),
     ]
     assert 4 * len(words) > token_figures.AT_ONCE_CHARS
-    other = services.conversation_create(title="One by one")
-    services.messages_append(conversation=conversation, messages=history)
+    other = conversation_create(title="One by one")
+    messages_append(conversation=conversation, messages=history)
     for item in history:
-        services.message_append(conversation=other, role=item.role, blocks=item.blocks)
+        message_append(conversation=other, role=item.role, blocks=item.blocks)
 
     def figures(of: Conversation) -> list[Any]:
         messages = Message.objects.filter(conversation=of).order_by("seq")
@@ -241,17 +243,17 @@ def test_a_large_batch_stores_the_token_figures_one_message_at_a_time_would(conv
 def test_calls_are_marked_unanswered_unless_a_stored_result_answers_them(conversation, monkeypatch):
     """The finder's marks ask in the statement that inserts them whether a result stored in
     the conversation answers each call; any number of calls, in statements of bounded size."""
-    from conversations.record.models import FinderMark
+    from conversations.record.models.search import FinderMark
     from conversations.record.services import finder_marks
 
     monkeypatch.setattr(finder_marks, "ROWS_PER_STATEMENT", 2)
-    other = services.conversation_create(title="Other")
-    services.messages_append(conversation=other, messages=[message("user", tool_result("b"))])
-    services.messages_append(
+    other = conversation_create(title="Other")
+    messages_append(conversation=other, messages=[message("user", tool_result("b"))])
+    messages_append(
         conversation=conversation,
         messages=[message("user", tool_result("a")), message("user", text("no call yet"))],
     )
-    services.messages_append(
+    messages_append(
         conversation=conversation,
         messages=[
             message("assistant", tool_use("a"), tool_use("b"), tool_use("c")),

@@ -19,9 +19,13 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.utils import timezone
 
-from conversations.record import services
-from conversations.record.models import Conversation, ShareLink
+from conversations.record.models.conversation import Conversation
 from conversations.record.schemas import BLOCK_ADAPTER
+from conversations.record.services.api_tokens import token_digest
+from conversations.record.services.appending import message_append
+from conversations.record.services.conversations import conversation_create
+from conversations.sharing.models import ShareLink
+from conversations.sharing.services import share_create, share_revoke
 from tests.builders import make_user, png, text
 
 pytestmark = pytest.mark.django_db
@@ -34,12 +38,12 @@ SHARE_HEADERS = {
 
 
 def conversation_with(n: int, *, image_at: int | None = None, title: str = "Run") -> Conversation:
-    conversation = services.conversation_create(title=title)
+    conversation = conversation_create(title=title)
     for seq in range(n):
         blocks = [text(f"message number {seq}")]
         if seq == image_at:
             blocks.append(png())
-        services.message_append(
+        message_append(
             conversation=conversation,
             role="user" if seq % 2 == 0 else "assistant",
             blocks=[BLOCK_ADAPTER.validate_python(b) for b in blocks],
@@ -49,7 +53,7 @@ def conversation_with(n: int, *, image_at: int | None = None, title: str = "Run"
 
 
 def share(conversation: Conversation, **options: Any) -> tuple[ShareLink, str]:
-    return services.share_create(conversation=conversation, **options)
+    return share_create(conversation=conversation, **options)
 
 
 def path(token: str, rest: str = "") -> str:
@@ -264,16 +268,16 @@ def test_frozen_link_shows_nothing_past_up_to_seq() -> None:
     around = client.get(path(token, f"c/{conversation.id}/messages?around=45")).content.decode()
     assert "message number 40" not in around
     # Messages added later are not shown either.
-    services.message_append(
+    message_append(
         conversation=conversation, role="user", blocks=[BLOCK_ADAPTER.validate_python(text("late"))]
     )
     assert "late" not in client.get(path(token)).content.decode()
 
 
 def test_load_the_rest_stays_inside_the_link() -> None:
-    conversation = services.conversation_create(title="Long")
+    conversation = conversation_create(title="Long")
     long = "x" * 70_000 + "THE END"
-    services.message_append(
+    message_append(
         conversation=conversation, role="user", blocks=[BLOCK_ADAPTER.validate_python(text(long))]
     )
     _, token = share(conversation)
@@ -338,7 +342,7 @@ def test_share_headers_on_every_share_response() -> None:
     conversation = conversation_with(2, image_at=0)
     link, token = share(conversation)
     _, revoked = share(conversation)
-    services.share_revoke(link=ShareLink.objects.get(digest=services.token_digest(revoked)))
+    share_revoke(link=ShareLink.objects.get(digest=token_digest(revoked)))
     client = Client()
     for url in [
         path(token),
@@ -381,7 +385,7 @@ def test_expired_link_is_410_on_the_next_request() -> None:
 def test_revoked_link_is_410_on_the_next_request() -> None:
     conversation = conversation_with(1)
     link, token = share(conversation)
-    services.share_revoke(link=link)
+    share_revoke(link=link)
     gone = Client().get(path(token))
     assert gone.status_code == 410 and "revoked" in gone.content.decode()
     assert "<script" not in gone.content.decode()
@@ -631,5 +635,5 @@ def test_a_malformed_conversation_id_answers_as_another_conversation_does(rest: 
         for name, value in SHARE_HEADERS.items():
             assert response[name] == value, name
     assert without_csrf(Client().get(url)) == without_csrf(expected)
-    services.share_revoke(link=link)
+    share_revoke(link=link)
     assert Client().get(url).status_code == 410

@@ -18,8 +18,8 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.utils import timezone
 
-from conversations.record import services
-from conversations.record.models import ShareLink
+from conversations.sharing.models import ShareLink
+from conversations.sharing.services import share_create, share_revoke
 from replaysite.asgi import application
 from tests.builders import png, text
 from tests.test_consumers import add_block, append, articles, create, headers, in_loop
@@ -69,11 +69,9 @@ async def refused_with(path: str) -> int:
 
 
 def make_share(conversation_id: Any, **options: Any) -> tuple[int, str]:
-    from conversations.record.models import Conversation
+    from conversations.record.models.conversation import Conversation
 
-    link, token = services.share_create(
-        conversation=Conversation.objects.get(pk=conversation_id), **options
-    )
+    link, token = share_create(conversation=Conversation.objects.get(pk=conversation_id), **options)
     return link.pk, token
 
 
@@ -150,7 +148,7 @@ async def test_frozen_unknown_revoked_and_bad_share_sockets_are_refused() -> Non
     await sync_to_async(append)(conversation.id, "user", [text("a")])
     _, frozen = await sync_to_async(make_share)(conversation.id, up_to_seq=0)
     share_id, revoked = await sync_to_async(make_share)(conversation.id)
-    await sync_to_async(lambda: services.share_revoke(link=ShareLink.objects.get(pk=share_id)))()
+    await sync_to_async(lambda: share_revoke(link=ShareLink.objects.get(pk=share_id)))()
     assert await refused_with(share_path(frozen)) == 4400  # frozen: nothing live, nothing past SEQ
     assert await refused_with(share_path("x" * 43)) == 4404
     assert await refused_with(share_path(revoked)) == GONE
@@ -172,9 +170,7 @@ async def test_revoking_tells_the_page_and_closes_at_once() -> None:
     share_id, token = await sync_to_async(make_share)(conversation.id)
     async with share_socket(share_path(token)) as ws:
         started = time.monotonic()
-        await sync_to_async(
-            lambda: services.share_revoke(link=ShareLink.objects.get(pk=share_id))
-        )()
+        await sync_to_async(lambda: share_revoke(link=ShareLink.objects.get(pk=share_id)))()
         notice = await ws.receive_from(timeout=WAIT)
         assert re.search(r'id="share-notice"[^>]*data-state="revoked"', notice)
         assert "revoked; the page no longer updates" in notice

@@ -26,8 +26,9 @@ from websockets.exceptions import ConnectionClosed
 
 from conversations.dashboard import socket_urls as routing
 from conversations.live.layers import ThrottledInMemoryChannelLayer
-from conversations.record import services
-from conversations.record.models import Conversation
+from conversations.record.models.conversation import Conversation
+from conversations.record.services.appending import message_append
+from conversations.record.services.conversations import conversation_delete
 from replaysite.asgi import application
 from tests.builders import make_user
 from tests.conftest import Server, start_daphne
@@ -402,7 +403,7 @@ async def test_sockets_that_failed_to_open_do_not_count_against_the_cap(
 def test_a_handshake_costs_at_most_two_queries(transactional_db: None) -> None:
     client = signed_in(make_user("counted"))
     conversation = create()
-    services.message_append(conversation=conversation, role="user", blocks=[])
+    message_append(conversation=conversation, role="user", blocks=[])
 
     async def open_and_close(path: str) -> None:
         ws = WebsocketCommunicator(application, path, headers=headers(client))
@@ -452,9 +453,7 @@ async def test_deleting_a_conversation_closes_its_sockets_with_4404_and_drops_it
         socket(routing.list_socket_url(), client) as list_socket,
     ):
         await sync_to_async(
-            lambda: services.conversation_delete(
-                conversation=Conversation.objects.get(pk=doomed.id)
-            )
+            lambda: conversation_delete(conversation=Conversation.objects.get(pk=doomed.id))
         )()
         assert await closes_with(doomed_socket, 4404) < WAIT
         removal = await frame(list_socket)

@@ -16,9 +16,11 @@ from websockets.exceptions import ConnectionClosed, WebSocketException
 from websockets.sync.client import ClientConnection
 
 from conversations.core import page_windows, socket_window
-from conversations.record import services
-from conversations.record.models import Conversation
+from conversations.record.models.conversation import Conversation
 from conversations.record.schemas import BLOCK_ADAPTER
+from conversations.record.services.appending import message_append
+from conversations.record.services.conversations import conversation_create
+from conversations.sharing.services import share_create
 from tests.conftest import DAPHNE_OPTIONS, ROOT, Server
 from tests.test_live_e2e import open_socket
 
@@ -33,9 +35,9 @@ def report(counts: int) -> str:
 def shared(daphne: Server) -> tuple[str, str]:
     """A live share link's socket (anyone who holds the link may open it), and its
     conversation, holding one message without blocks."""
-    conversation = services.conversation_create(title="shared")
-    services.message_append(conversation=conversation, role="user", blocks=[])
-    _, token = services.share_create(conversation=conversation)
+    conversation = conversation_create(title="shared")
+    message_append(conversation=conversation, role="user", blocks=[])
+    _, token = share_create(conversation=conversation)
     url = daphne.url.replace("http://", "ws://", 1) + f"/ws/s/{token}/?report=1"
     return url, str(conversation.id)
 
@@ -98,7 +100,7 @@ def test_frames_larger_than_the_client_cap_still_reach_the_page(
 ) -> None:
     # daphne's message cap holds for what the server sends too: it is the largest frame.
     url, conversation_id = shared
-    services.message_append(
+    message_append(
         conversation=Conversation.objects.get(pk=conversation_id),
         role="user",
         blocks=[BLOCK_ADAPTER.validate_python({"type": "text", "text": "long " * 4000})],

@@ -10,13 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conversations.core import compact, replay, stored_counts, tokens
-from conversations.core import next_request as nr
+from conversations.core import replay
 from conversations.core.blocks import kind_of
+from conversations.core.counting import compact, stored_counts, tokens
+from conversations.core.counting import next_request as nr
 from conversations.core.options import ReplayOptions
-from conversations.record import preview_counts, selectors, services, token_counts
-from conversations.record.models import Message
+from conversations.record.counting import preview_counts, token_counts
+from conversations.record.models.conversation import Message
+from conversations.record.reads import selectors
 from conversations.record.schemas import BLOCK_ADAPTER
+from conversations.record.services.appending import block_append, messages_append
+from conversations.record.services.conversations import conversation_create
 from tests import replay_strategies as s
 from tests.builders import png, stored, text, tool_result, tool_use
 
@@ -127,7 +131,7 @@ def test_a_block_appended_anywhere_moves_the_figures_of_its_message_and_all_late
         (5, text("more")),  # a blank message is blank no more
         (0, text("   ")),  # the system message
     ):
-        services.block_append(message=messages[seq], block=BLOCK_ADAPTER.validate_python(block))
+        block_append(message=messages[seq], block=BLOCK_ADAPTER.validate_python(block))
         check(conversation)
     assert token_counts.stats["blocks_counted"] == before + 6  # each block counted once
 
@@ -223,14 +227,12 @@ def test_a_batch_reads_the_turn_before_it_once_however_many_responses_it_holds()
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    conversation = services.conversation_create(title="turns")
-    services.messages_append(conversation=conversation, messages=measured_batch(1))
+    conversation = conversation_create(title="turns")
+    messages_append(conversation=conversation, messages=measured_batch(1))
     counts = []
     for turns, offset in ((2, 100), (40, 200)):
         with CaptureQueriesContext(connection) as captured:
-            services.messages_append(
-                conversation=conversation, messages=measured_batch(turns, offset)
-            )
+            messages_append(conversation=conversation, messages=measured_batch(turns, offset))
         counts.append(len(captured.captured_queries))
     assert counts[0] == counts[1], counts
     starts = list(Message.objects.order_by("seq").values_list("seq", "turn_start", "measured"))

@@ -16,13 +16,20 @@ from asgiref.sync import sync_to_async
 from django.test import Client
 
 from conversations.core import diff
-from conversations.core.compact import Policy
+from conversations.core.counting.compact import Policy
 from conversations.core.options import ReplayOptions
 from conversations.core.replay import Shape
 from conversations.dashboard.presenters.diff import DIFF_WINDOW
-from conversations.record import preview_counts, selectors, services, shapes, streams
-from conversations.record.models import Conversation
+from conversations.ingest.imports import transcript_import
+from conversations.record import streams
+from conversations.record.counting import preview_counts
+from conversations.record.models.conversation import Conversation
+from conversations.record.reads import selectors, shapes
 from conversations.record.schemas import TextIn, ToolResultIn, ToolUseIn
+from conversations.record.services.api_tokens import api_token_create
+from conversations.record.services.appending import message_append
+from conversations.record.services.conversations import conversation_create, conversation_delete
+from conversations.sharing.services import share_create
 from tests.conftest import Server
 from tests.importdata import request_bodies
 from tests.realdata import REAL
@@ -51,7 +58,7 @@ def small_reads(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def imported(format: str, raw: bytes) -> Conversation:
-    outcome = services.transcript_import(raw=raw, format=format, title=None, file_name=None)
+    outcome = transcript_import(raw=raw, format=format, title=None, file_name=None)
     return Conversation.objects.get(pk=outcome.conversation.pk)
 
 
@@ -133,10 +140,10 @@ def test_compacted_payloads_stream_the_bytes_of_the_whole_read(
 def test_a_boundary_payload_streams_from_the_boundary(api: Any, small_reads: None) -> None:
     """Messages before the last boundary are left out, system messages too (the anthropic
     shape lifts only those after it)."""
-    conversation = services.conversation_create(title="Boundary")
+    conversation = conversation_create(title="Boundary")
     for seq, role in enumerate(["system", "user", "assistant", "system", "user", "assistant"]):
         blocks = [TextIn(type="text", text=f"{seq:03d} {role}")]
-        services.message_append(conversation=conversation, role=role, blocks=blocks)
+        message_append(conversation=conversation, role=role, blocks=blocks)
     conversation.metadata = {"compact_boundaries": [{"seq": 1}, {"seq": 3}]}
     conversation.save(update_fields=["metadata"])
     policy = Policy(name="boundary")
@@ -185,7 +192,7 @@ def test_a_share_links_download_streams_the_projection_of_its_scope(
 ) -> None:
     format, raw = SOURCES[4]
     conversation = imported(format, raw)
-    _, token = services.share_create(conversation=conversation, up_to_seq=4)
+    _, token = share_create(conversation=conversation, up_to_seq=4)
     response = Client().get(f"/s/{token}/replay.json")
     assert response.status_code == 200
     assert response.streaming
@@ -195,10 +202,10 @@ def test_a_share_links_download_streams_the_projection_of_its_scope(
 
 
 def texts(count: int, size: int = 10) -> Conversation:
-    conversation = services.conversation_create(title="Pages")
+    conversation = conversation_create(title="Pages")
     for seq in range(count):
         blocks = [TextIn(type="text", text=f"{seq:03d} " + "x" * size)]
-        services.message_append(conversation=conversation, role="user", blocks=blocks)
+        message_append(conversation=conversation, role="user", blocks=blocks)
     conversation.refresh_from_db()
     return conversation
 
@@ -257,20 +264,20 @@ def test_a_record_deleted_while_it_streams_never_reads_whole(db: None, small_rea
     head = shapes.conversation_data(conversation, url="u")
     pieces = streams.record_pieces(conversation, head, start=0, stop=6)
     body = next(pieces) + next(pieces)  # the head and message 0
-    services.conversation_delete(conversation=conversation)
+    conversation_delete(conversation=conversation)
     body += b"".join(pieces)
     with pytest.raises(orjson.JSONDecodeError):
         orjson.loads(body)  # unterminated: never a shorter record that parses
     conversation = texts(6)
     replay = streams.replay_pieces(conversation, vision=True, shape="openai", stop=6)
     body = next(replay) + next(replay)
-    services.conversation_delete(conversation=conversation)
+    conversation_delete(conversation=conversation)
     with pytest.raises(orjson.JSONDecodeError):
         orjson.loads(body + b"".join(replay))
     conversation = texts(6)
     text = streams.markdown_pieces(conversation, vision=True, shape="openai", stop=6)
     start = next(text) + next(text)
-    services.conversation_delete(conversation=conversation)
+    conversation_delete(conversation=conversation)
     assert (start + b"".join(text)).endswith(
         b"\n\n**Incomplete: the conversation was deleted while it was exported.**\n"
     )
@@ -329,7 +336,7 @@ async def test_the_first_bytes_leave_before_the_last_message_is_read(
     """Through the ASGI handler daphne runs: Django would read a sync iterator whole before
     sending its first byte (and a plain response is built whole)."""
     conversation = await sync_to_async(texts)(40, size=100_000)  # 4 MB
-    _, token = await sync_to_async(services.api_token_create)(label="stream")
+    _, token = await sync_to_async(api_token_create)(label="stream")
     monkeypatch.setattr(streams, "WINDOW", 4)
     monkeypatch.setattr(streams, "CHUNK_BYTES", 200_000)
     read = [0]  # messages read so far
@@ -387,9 +394,9 @@ def test_the_markdown_export_heads_each_message_with_the_source_time_as_the_page
     """A message's heading carries the source's own time (`metadata.timestamp`) where one
     is stored, in UTC, and the storage time otherwise, in both the whole and streamed
     exports (docs/contract.md §6)."""
-    conversation = services.conversation_create(title="Times")
+    conversation = conversation_create(title="Times")
     for metadata in ({"timestamp": "2024-05-06T09:08:07+02:00"}, {"timestamp": "yesterday"}, {}):
-        services.message_append(
+        message_append(
             conversation=conversation,
             role="user",
             blocks=[TextIn(type="text", text="hi")],
@@ -419,7 +426,7 @@ GROWTH_MB = 200
 def huge_record() -> Conversation:
     """30 messages × 10 MB: tool rounds (so microcompact clears results) and a system
     message (so the anthropic shape lifts one), each message's text 10 MB."""
-    conversation = services.conversation_create(title="huge")
+    conversation = conversation_create(title="huge")
     line = "a line of a large tool result, repeated to ten megabytes\n"
     huge = (line * (HUGE // len(line) + 1))[:HUGE]
     for seq in range(HUGE_MESSAGES):
@@ -434,7 +441,7 @@ def huge_record() -> Conversation:
                 type="tool_result", tool_use_id=f"c{seq - 1}", name="read", content=huge
             )
             role, blocks = "user", [result]
-        services.message_append(conversation=conversation, role=role, blocks=blocks)
+        message_append(conversation=conversation, role=role, blocks=blocks)
     conversation.refresh_from_db()
     return conversation
 
@@ -456,7 +463,7 @@ def test_whole_record_reads_with_a_policy_or_two_shapes_stay_bounded(
     and the diff page of two shapes each add at most GROWTH_MB to the server's RSS (peak,
     reset before each read, over its RSS just before it); they held the record whole."""
     conversation = huge_record()
-    _, token = services.api_token_create(label="huge")
+    _, token = api_token_create(label="huge")
     cid = conversation.pk
     pid = daphne.process.pid
     session = Client()

@@ -15,8 +15,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from conversations.core.importers import claude_code
-from conversations.record.file_follower import FileFollower, Tail
-from conversations.record.models import Conversation, Message, TailCursor
+from conversations.ingest.file_follower import FileFollower, Tail
+from conversations.ingest.models import TailCursor
+from conversations.record.models.conversation import Conversation, Message
 from tests.taildata import (
     COMPACT,
     PARALLEL,

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from conversations.record.models import Conversation, TailCursor
+from conversations.ingest.models import TailCursor
+from conversations.record.models.conversation import Conversation
 from tests.conftest import ROOT, Server, database_url, free_port, start_daphne
 from tests.taildata import PARALLEL, append, imported, lines, stored
 from tests.tailprocess import TailProcess, eventually

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from conversations.record.models import Conversation, TailCursor
+from conversations.ingest.models import TailCursor
+from conversations.record.models.conversation import Conversation
 from tests.taildata import PARALLEL, REJECTED, append, imported, lines, stored
 from tests.tailprocess import TailProcess, eventually
 

@@ -12,8 +12,8 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
 
-from conversations.record import services
-from conversations.record.models import ApiToken
+from conversations.record.models.tokens import ApiToken
+from conversations.record.services.api_tokens import api_token_create
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite]
 
@@ -30,7 +30,7 @@ def answers(token: str) -> int:
 
 
 def test_rotation_revokes_the_old_token_by_id_and_keeps_the_new_one() -> None:
-    old, old_clear = services.api_token_create(label="agent on build-7")
+    old, old_clear = api_token_create(label="agent on build-7")
     new_clear = command("create_api_token", "agent on build-7 (rotated)")[-1]
     assert answers(old_clear) == answers(new_clear) == 200
 
@@ -42,7 +42,7 @@ def test_rotation_revokes_the_old_token_by_id_and_keeps_the_new_one() -> None:
 
 
 def test_a_token_is_revoked_by_its_prefix() -> None:
-    token, clear = services.api_token_create(label="ci")
+    token, clear = api_token_create(label="ci")
 
     command("revoke_api_token", clear[:8])
 
@@ -52,7 +52,7 @@ def test_a_token_is_revoked_by_its_prefix() -> None:
 
 
 def test_revoking_twice_says_so_and_keeps_the_first_time() -> None:
-    token, _ = services.api_token_create(label="ci")
+    token, _ = api_token_create(label="ci")
     command("revoke_api_token", str(token.pk))
     token.refresh_from_db()
     first = token.revoked_at
@@ -65,8 +65,8 @@ def test_revoking_twice_says_so_and_keeps_the_first_time() -> None:
 
 
 def test_list_shows_each_token_with_its_last_use_and_state() -> None:
-    used, used_clear = services.api_token_create(label="in use")
-    idle, _ = services.api_token_create(label="idle")
+    used, used_clear = api_token_create(label="in use")
+    idle, _ = api_token_create(label="idle")
     assert answers(used_clear) == 200
     command("revoke_api_token", str(idle.pk))
 
@@ -92,7 +92,7 @@ def test_list_shows_each_token_with_its_last_use_and_state() -> None:
 def test_an_unknown_or_malformed_token_is_refused_naming_the_problem(
     given: str, message: str
 ) -> None:
-    token, _ = services.api_token_create(label="kept")
+    token, _ = api_token_create(label="kept")
 
     with pytest.raises(CommandError, match=message):
         call_command("revoke_api_token", given, stdout=StringIO())
@@ -102,7 +102,7 @@ def test_an_unknown_or_malformed_token_is_refused_naming_the_problem(
 
 
 def test_a_whole_token_given_by_mistake_is_not_echoed() -> None:
-    _, clear = services.api_token_create(label="kept")
+    _, clear = api_token_create(label="kept")
 
     with pytest.raises(CommandError) as refused:
         call_command("revoke_api_token", clear, stdout=StringIO())
@@ -112,8 +112,8 @@ def test_a_whole_token_given_by_mistake_is_not_echoed() -> None:
 
 
 def test_a_prefix_shared_by_two_tokens_is_refused_listing_their_ids() -> None:
-    first, _ = services.api_token_create(label="one")
-    second, _ = services.api_token_create(label="two")
+    first, _ = api_token_create(label="one")
+    second, _ = api_token_create(label="two")
     ApiToken.objects.filter(pk=second.pk).update(prefix=first.prefix)
 
     with pytest.raises(CommandError, match=f"ids {first.pk}, {second.pk}"):

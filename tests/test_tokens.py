@@ -12,8 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tiktoken_ext import openai_public
 
-from conversations.core import replay, tokens
+from conversations.core import replay
 from conversations.core.blocks import image_marker
+from conversations.core.counting import tokens
 from conversations.core.replay import (
     ImageBlock,
     ReasoningBlock,

@@ -24,9 +24,12 @@ from django.utils.html import escape
 from PIL import Image
 
 from conversations.core import replay
-from conversations.record import selectors, services, token_counts
-from conversations.record.models import Conversation
+from conversations.record.counting import token_counts
+from conversations.record.models.conversation import Conversation
+from conversations.record.reads import selectors
 from conversations.record.schemas import BLOCK_ADAPTER
+from conversations.record.services.appending import block_append, message_append
+from conversations.record.services.conversations import conversation_create
 from tests.builders import jpeg, png, text, tool_result, tool_use
 from tests.conftest import PASSWORD
 
@@ -158,7 +161,7 @@ def query_of(url: str) -> dict[str, str]:
 
 
 def conversation_with(title: str, *messages: tuple[str, list[dict[str, Any]]]) -> Conversation:
-    conversation = services.conversation_create(title=title)
+    conversation = conversation_create(title=title)
     for role, blocks in messages:
         append(conversation, role, blocks)
     conversation.refresh_from_db()
@@ -166,7 +169,7 @@ def conversation_with(title: str, *messages: tuple[str, list[dict[str, Any]]]) -
 
 
 def append(conversation: Conversation, role: str, blocks: list[dict[str, Any]]) -> None:
-    services.message_append(
+    message_append(
         conversation=conversation,
         role=role,
         blocks=[BLOCK_ADAPTER.validate_python(b) for b in blocks],
@@ -174,7 +177,7 @@ def append(conversation: Conversation, role: str, blocks: list[dict[str, Any]]) 
 
 
 def long_conversation(count: int, title: str = "Long") -> Conversation:
-    conversation = services.conversation_create(title=title)
+    conversation = conversation_create(title=title)
     for seq in range(count):
         role = "user" if seq % 2 == 0 else "assistant"
         append(conversation, role, [text(f"message number {seq}")])
@@ -443,9 +446,9 @@ def test_unanswered_badge_follows_blocks_appended_to_the_last_message(
     conversation = conversation_with("Appended", ("assistant", [text("working")]))
     message = selectors.message_get(conversation, 0)
     assert message is not None
-    services.block_append(message=message, block=BLOCK_ADAPTER.validate_python(tool_use("c1")))
+    block_append(message=message, block=BLOCK_ADAPTER.validate_python(tool_use("c1")))
     assert list_rows(page(operator_client.get("/")))[0].find_all(cls="pending")
-    services.block_append(message=message, block=BLOCK_ADAPTER.validate_python(tool_result("c1")))
+    block_append(message=message, block=BLOCK_ADAPTER.validate_python(tool_result("c1")))
     assert not list_rows(page(operator_client.get("/")))[0].find_all(cls="pending")
 
 
@@ -1009,7 +1012,7 @@ def test_image_view_never_serves_svg(operator_client: Client, rich: Conversation
     from django.db import IntegrityError, transaction
     from pydantic import ValidationError
 
-    from conversations.record.models import Block
+    from conversations.record.models.conversation import Block
 
     svg = base64.b64encode(
         b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>'

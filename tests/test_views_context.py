@@ -9,7 +9,7 @@ from html import unescape
 import pytest
 from django.test import Client
 
-from conversations.core import compact
+from conversations.core.counting import compact
 from tests import builders as b
 from tests.conftest import ApiClient
 from tests.test_api_context import append, context, create

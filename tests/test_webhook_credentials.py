@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from conversations.record import services
-from conversations.record.models import DeliveryAttempt
+from conversations.alerts.models import DeliveryAttempt
+from conversations.alerts.services import alert_rule_create
 from tests.conftest import free_port
 from tests.test_webhooks import allow_the_receivers, deliver, fire
 from tests.webhook_receiver import Receiver
@@ -45,7 +45,7 @@ def test_a_delivery_uses_the_credentials_and_logs_none(
     receiver: Receiver, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    rule = services.alert_rule_create(kind="tool_error", webhook_url=with_credentials(receiver.url))
+    rule = alert_rule_create(kind="tool_error", webhook_url=with_credentials(receiver.url))
     fire(rule)
     deliver(1)
     (got,) = receiver.received
@@ -57,7 +57,7 @@ def test_a_delivery_uses_the_credentials_and_logs_none(
 def test_a_refused_delivery_logs_no_credentials(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     url = with_credentials(f"http://127.0.0.1:{free_port()}/hook")  # nothing listens there
-    rule = services.alert_rule_create(kind="tool_error", webhook_url=url)
+    rule = alert_rule_create(kind="tool_error", webhook_url=url)
     fire(rule)
     deliver(1)
     (attempt,) = DeliveryAttempt.objects.all()

@@ -15,10 +15,11 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
+from conversations.alerts import loop as alert_loop
+from conversations.alerts import webhooks
+from conversations.alerts.models import Delivery, DeliveryAttempt
+from conversations.alerts.services import alert_rule_create
 from conversations.core import alerts as core
-from conversations.record import alert_loop, services
-from conversations.record.models import Delivery, DeliveryAttempt
-from conversations.record.services import webhooks
 from tests.test_webhooks import deliver, fire
 from tests.webhook_receiver import Receiver
 
@@ -165,7 +166,7 @@ def test_a_refused_attempt_is_recorded_as_failed_with_the_reason(
 ) -> None:
     settings.REPLAY_WEBHOOK_ALLOW_HOSTS = core.allow_hosts("")
     before = len(receiver.received)
-    rule = services.alert_rule_create(kind="tool_error", webhook_url=receiver.url)
+    rule = alert_rule_create(kind="tool_error", webhook_url=receiver.url)
     alert = fire(rule)
     deliver(1)
     (attempt,) = DeliveryAttempt.objects.all()

@@ -31,10 +31,14 @@ from django.test import Client
 from django.utils import timezone
 from prometheus_client import REGISTRY
 
+from conversations.alerts import loop as alert_loop
+from conversations.alerts.models import Alert, Delivery, DeliveryAttempt
+from conversations.alerts.services import alert_rule_create
 from conversations.core import alerts as core
-from conversations.record import alert_loop, services
-from conversations.record.models import Alert, Delivery, DeliveryAttempt
 from conversations.record.schemas import BLOCK_ADAPTER
+from conversations.record.services.api_tokens import api_token_create
+from conversations.record.services.appending import message_append
+from conversations.record.services.conversations import conversation_create
 from tests import services as found
 from tests.builders import tool_result
 from tests.conftest import Server, free_port, start_daphne
@@ -59,8 +63,8 @@ def receiver() -> Iterator[Receiver]:
 
 def fire(rule: Any, title: str = "agent run") -> Alert:
     """A tool error in a new conversation: the rule's alert, evaluated after commit."""
-    conversation = services.conversation_create(title=title)
-    services.message_append(
+    conversation = conversation_create(title=title)
+    message_append(
         conversation=conversation,
         role="user",
         blocks=[BLOCK_ADAPTER.validate_python(tool_result("t", "boom", is_error=True))],
@@ -88,7 +92,7 @@ def signed(secret: str, request: Received) -> bool:
 
 
 def test_an_alert_is_posted_as_signed_json_with_its_delivery_id(receiver: Receiver) -> None:
-    rule = services.alert_rule_create(kind="tool_error", webhook_url=receiver.url)
+    rule = alert_rule_create(kind="tool_error", webhook_url=receiver.url)
     alert = fire(rule)
     deliver(1)
     (request,) = receiver.received
@@ -111,7 +115,7 @@ def test_a_receivers_url_never_reaches_the_log(
 ) -> None:
     """Many receivers' URLs are their credential (a chat service's incoming webhook): the
     HTTP client's own INFO line per request would write it into every delivery's log."""
-    rule = services.alert_rule_create(kind="tool_error", webhook_url=receiver.url + "?key=s3cret")
+    rule = alert_rule_create(kind="tool_error", webhook_url=receiver.url + "?key=s3cret")
     fire(rule)
     deliver(1)
     assert len(receiver.received) == 1
@@ -123,7 +127,7 @@ def test_a_receiver_that_fails_twice_gets_it_on_the_third_attempt(settings: Any)
     receiver = Receiver(lambda request, seen: (500 if seen < 2 else 204, {}))
     counted_before = {outcome: attempts_counted(outcome) for outcome in ("pending", "delivered")}
     try:
-        rule = services.alert_rule_create(kind="tool_error", webhook_url=receiver.url)
+        rule = alert_rule_create(kind="tool_error", webhook_url=receiver.url)
         alert = fire(rule)
         deliver(3)
         first, second, third = receiver.received
@@ -151,7 +155,7 @@ def attempts_counted(outcome: str) -> float:
 def test_a_receiver_that_hangs_is_given_up_on_after_10_seconds() -> None:
     receiver = Receiver(lambda request, seen: (0, {}))
     try:
-        rule = services.alert_rule_create(kind="tool_error", webhook_url=receiver.url)
+        rule = alert_rule_create(kind="tool_error", webhook_url=receiver.url)
         alert = fire(rule)
         started = time.monotonic()
         deliver(1, seconds=20)
@@ -171,7 +175,7 @@ def test_a_redirect_is_not_followed_and_counts_as_a_failure(receiver: Receiver) 
     receiver.answer = lambda request, seen: (
         (302, {"Location": "/elsewhere"}) if request.path == "/hook" else (200, {})
     )
-    rule = services.alert_rule_create(kind="tool_error", webhook_url=receiver.url)
+    rule = alert_rule_create(kind="tool_error", webhook_url=receiver.url)
     alert = fire(rule)
     deliver(1)
     time.sleep(0.3)
@@ -183,9 +187,7 @@ def test_a_redirect_is_not_followed_and_counts_as_a_failure(receiver: Receiver) 
 
 def test_a_refused_connection_is_an_attempt_that_failed() -> None:
     port = free_port()  # nothing listens there
-    rule = services.alert_rule_create(
-        kind="tool_error", webhook_url=f"http://127.0.0.1:{port}/hook"
-    )
+    rule = alert_rule_create(kind="tool_error", webhook_url=f"http://127.0.0.1:{port}/hook")
     alert = fire(rule)
     deliver(1)
     (attempt,) = DeliveryAttempt.objects.all()
@@ -208,7 +210,7 @@ def test_every_attempt_is_listed_in_the_admin_and_an_operator_redelivers(
     admin_client: Client,
 ) -> None:
     port = free_port()
-    rule = services.alert_rule_create(kind="tool_error", webhook_url=f"http://127.0.0.1:{port}/h")
+    rule = alert_rule_create(kind="tool_error", webhook_url=f"http://127.0.0.1:{port}/h")
     alert = fire(rule, title="<script>alert(1)</script>")
     deliver(1)
     delivery = Delivery.objects.get(alert=alert)
@@ -239,7 +241,7 @@ def test_a_rule_made_in_the_admin_shows_its_secret_once(admin_client: Client) ->
         {"kind": "pressure", "threshold_percent": "90", "webhook_url": "https://example.com/h"},
         follow=True,
     )
-    from conversations.record.models import AlertRule
+    from conversations.alerts.models import AlertRule
 
     rule = AlertRule.objects.get()
     assert rule.threshold_percent == 90 and rule.secret in answer.content.decode()
@@ -279,9 +281,9 @@ def api_append(server: Server, token: str, conversation_id: str, block: dict[str
 def test_unanswered_fires_in_the_server_when_nothing_is_written(
     tmp_path: Path, receiver: Receiver
 ) -> None:
-    _, token = services.api_token_create(label="agent")
-    rule = services.alert_rule_create(kind="unanswered", after_seconds=1, webhook_url=receiver.url)
-    conversation = services.conversation_create(title="waiting run")
+    _, token = api_token_create(label="agent")
+    rule = alert_rule_create(kind="unanswered", after_seconds=1, webhook_url=receiver.url)
+    conversation = conversation_create(title="waiting run")
     server = start_daphne(tmp_path, server_env())
     try:
         api_append(
@@ -304,9 +306,9 @@ def test_a_server_told_not_to_send_fires_the_alert_and_leaves_its_delivery_to_ot
 ) -> None:
     """REPLAY_WEBHOOK_SENDER=0 (the test suite's shared server has it, so that it never
     takes the deliveries these tests make in their own process)."""
-    _, token = services.api_token_create(label="agent")
-    rule = services.alert_rule_create(kind="tool_error", webhook_url=receiver.url)
-    conversation = services.conversation_create(title="quiet server")
+    _, token = api_token_create(label="agent")
+    rule = alert_rule_create(kind="tool_error", webhook_url=receiver.url)
+    conversation = conversation_create(title="quiet server")
     server = start_daphne(tmp_path, server_env(REPLAY_WEBHOOK_SENDER="0"))
     try:
         api_append(server, token, str(conversation.pk), tool_result("t", "boom", is_error=True))
@@ -322,11 +324,9 @@ def test_a_server_told_not_to_send_fires_the_alert_and_leaves_its_delivery_to_ot
 
 def test_a_pending_delivery_survives_a_restart(tmp_path: Path) -> None:
     port = free_port()
-    _, token = services.api_token_create(label="agent")
-    rule = services.alert_rule_create(
-        kind="tool_error", webhook_url=f"http://127.0.0.1:{port}/hook"
-    )
-    conversation = services.conversation_create(title="restarted run")
+    _, token = api_token_create(label="agent")
+    rule = alert_rule_create(kind="tool_error", webhook_url=f"http://127.0.0.1:{port}/hook")
+    conversation = conversation_create(title="restarted run")
     server = start_daphne(tmp_path, server_env(REPLAY_WEBHOOK_RETRY_SECONDS="3"))
     try:
         api_append(server, token, str(conversation.pk), tool_result("t", "boom", is_error=True))
@@ -374,7 +374,7 @@ def test_two_servers_make_each_attempt_once(tmp_path: Path, redis: RedisServer) 
         starting = [pool.submit(start_daphne, tmp_path, env) for _ in range(2)]
     servers = [s.result() for s in starting]
     try:
-        rule = services.alert_rule_create(kind="tool_error", webhook_url=receiver.url)
+        rule = alert_rule_create(kind="tool_error", webhook_url=receiver.url)
         for n in range(40):
             fire(rule, title=f"run {n}")  # stored here; both servers' senders find them
         received = receiver.wait_for(80, seconds=60)
@@ -397,9 +397,9 @@ def test_two_servers_make_each_attempt_once(tmp_path: Path, redis: RedisServer) 
 
 def test_delivery_is_never_inside_the_request_that_caused_it(tmp_path: Path) -> None:
     receiver = Receiver(lambda request, seen: (0, {}))  # hangs: an attempt takes 10 s
-    _, token = services.api_token_create(label="agent")
-    rule = services.alert_rule_create(kind="tool_error", webhook_url=receiver.url)
-    conversation = services.conversation_create(title="busy run")
+    _, token = api_token_create(label="agent")
+    rule = alert_rule_create(kind="tool_error", webhook_url=receiver.url)
+    conversation = conversation_create(title="busy run")
     server = start_daphne(tmp_path, server_env())
     try:
         started = time.monotonic()
@@ -422,8 +422,8 @@ def test_one_deliverys_failure_is_its_attempts_error_and_never_touches_anothers(
 ) -> None:
     """A URL the HTTP client cannot parse (stored before creation checked it, say) is that
     attempt's error; the other deliveries of its batch are sent and recorded."""
-    good = services.alert_rule_create(kind="tool_error", match="good", webhook_url=receiver.url)
-    bad = services.alert_rule_create(kind="tool_error", match="bad", webhook_url=receiver.url)
+    good = alert_rule_create(kind="tool_error", match="good", webhook_url=receiver.url)
+    bad = alert_rule_create(kind="tool_error", match="bad", webhook_url=receiver.url)
     fire(good, title="good run")
     broken = fire(bad, title="bad run")
     Delivery.objects.filter(alert=broken).update(url="http://0177.0.0.1:8204/")
@@ -438,7 +438,7 @@ def test_one_deliverys_failure_is_its_attempts_error_and_never_touches_anothers(
 def test_a_rule_with_a_url_the_sender_cannot_parse_is_refused_in_the_admin(
     admin_client: Client,
 ) -> None:
-    from conversations.record.models import AlertRule
+    from conversations.alerts.models import AlertRule
 
     answer = admin_client.post(
         "/admin/conversations/alertrule/add/",
@@ -466,7 +466,7 @@ def test_a_receivers_answer_is_read_only_a_few_kb_and_never_decompressed(
 ) -> None:
     receiver.answer = lambda request, seen: (200, {"Content-Encoding": "gzip"})
     receiver.body = gzip_bomb
-    rule = services.alert_rule_create(kind="tool_error", webhook_url=receiver.url)
+    rule = alert_rule_create(kind="tool_error", webhook_url=receiver.url)
     alert = fire(rule)
     tracemalloc.start()
     try:
@@ -488,11 +488,11 @@ def test_a_rule_deleted_while_its_attempts_are_in_flight(receiver: Receiver) -> 
     what the DELETE deletes."""
     from django.db.models.signals import pre_delete
 
-    _, token = services.api_token_create(label="operator")
+    _, token = api_token_create(label="operator")
     answering = threading.Event()
     receiver.answer = lambda request, seen: (answering.wait(10) and 200, {})
-    doomed = services.alert_rule_create(kind="tool_error", match="doomed", webhook_url=receiver.url)
-    kept = services.alert_rule_create(kind="tool_error", match="kept", webhook_url=receiver.url)
+    doomed = alert_rule_create(kind="tool_error", match="doomed", webhook_url=receiver.url)
+    kept = alert_rule_create(kind="tool_error", match="kept", webhook_url=receiver.url)
     for n in range(3):
         fire(doomed, title=f"doomed run {n}")
         fire(kept, title=f"kept run {n}")
@@ -546,7 +546,7 @@ def test_a_delivery_is_signed_with_its_timestamp_and_id_so_a_replay_is_refused(
 ) -> None:
     """X-Replay-Signature-V2 (docs/contract.md §11), checked by the receiver's snippet the
     contract gives, with its tolerance."""
-    rule = services.alert_rule_create(kind="tool_error", webhook_url=receiver.url)
+    rule = alert_rule_create(kind="tool_error", webhook_url=receiver.url)
     fire(rule)
     before = int(time.time())
     deliver(1)

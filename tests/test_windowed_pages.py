@@ -9,12 +9,15 @@ from typing import Any
 
 import pytest
 
-from conversations.core import compact
+from conversations.core.counting import compact
 from conversations.core.options import ReplayOptions
-from conversations.dashboard import presenters
+from conversations.dashboard.presenters.context import PREVIEW_WINDOW
+from conversations.dashboard.presenters.diff import DiffSide, diff_page
 from conversations.dashboard.views import context as views
-from conversations.record import services, token_counts
+from conversations.record.counting import token_counts
 from conversations.record.schemas import BLOCK_ADAPTER
+from conversations.record.services.appending import message_append
+from conversations.record.services.conversations import conversation_update
 from tests.builders import png, stored, text, tool_result, tool_use
 
 
@@ -42,7 +45,7 @@ def record(turns: int = 60) -> Any:
             user.append(png())
         messages.append(("user", user, {}))
     conversation = stored("windowed", *messages)
-    return services.conversation_update(
+    return conversation_update(
         conversation=conversation,
         title=conversation.title,
         metadata={"compact_boundaries": [{"seq": 41, "trigger": "auto"}]},
@@ -71,14 +74,14 @@ SIDES = [
 def test_the_diff_read_a_window_at_a_time_equals_the_whole_alignment(a, b) -> None:
     conversation = record()
 
-    def side(label: str, spec: dict[str, Any]) -> presenters.DiffSide:
+    def side(label: str, spec: dict[str, Any]) -> DiffSide:
         policy = compact.Policy.from_query({k: v for k, v in spec.items() if k != "vision"})
-        return presenters.DiffSide(label, spec.get("vision", True), "openai", policy, conversation)
+        return DiffSide(label, spec.get("vision", True), "openai", policy, conversation)
 
     left, right = side("A", a), side("B", b)
     payloads = (views._side_payload(conversation, left), views._side_payload(conversation, right))
     for start in (0, 50, 100):
-        whole = presenters.diff_page(left, right, payloads, start=start, here_query={})
+        whole = diff_page(left, right, payloads, start=start, here_query={})
         window = views._diff_window(conversation, left, right, start, {})
         for key in ("total_rows", "differing", "start", "earlier_url", "later_url"):
             assert window[key] == whole[key], (key, start)
@@ -94,7 +97,7 @@ def test_the_context_page_holds_one_window_and_the_whole_requests_figures(
     for path, first in (("", 0), ("?from=150", 150), ("?from=400", 301)):
         html = operator_client.get(f"/c/{conversation.pk}/context{path}").content.decode()
         shown = [int(seq) for seq in re.findall(r'<article id="m-(\d+)"', html)]
-        assert shown == list(range(first, first + presenters.PREVIEW_WINDOW))
+        assert shown == list(range(first, first + PREVIEW_WINDOW))
         assert f'data-before="{p.total}"' in html  # the whole request's figures
         assert ('class="later"' in html) == (first < 301)
         assert ('class="earlier"' in html) == (first > 0)
@@ -103,13 +106,13 @@ def test_the_context_page_holds_one_window_and_the_whole_requests_figures(
 @pytest.mark.django_db
 def test_the_diff_kept_for_a_record_state_is_not_the_next_states() -> None:
     conversation = record(10)
-    left = presenters.DiffSide("A", True, "openai", None, conversation)
-    right = presenters.DiffSide(
+    left = DiffSide("A", True, "openai", None, conversation)
+    right = DiffSide(
         "B", True, "openai", compact.Policy.from_query({"compact": "microcompact"}), conversation
     )
     before = views._diff_window(conversation, left, right, 0, {})
     for call in ("c10", "c11"):  # the latest three results are no longer c7 (cleared), c8, c9
-        services.message_append(
+        message_append(
             conversation=conversation,
             role="user",
             blocks=[BLOCK_ADAPTER.validate_python(tool_result(call, "one more result"))],
@@ -117,7 +120,7 @@ def test_the_diff_kept_for_a_record_state_is_not_the_next_states() -> None:
     conversation.refresh_from_db()
     payloads = (views._side_payload(conversation, left), views._side_payload(conversation, right))
     after = views._diff_window(conversation, left, right, 0, {})
-    whole = presenters.diff_page(left, right, payloads, start=0, here_query={})
+    whole = diff_page(left, right, payloads, start=0, here_query={})
     assert after["total_rows"] == whole["total_rows"] == before["total_rows"] + 2
     assert after["differing"] == whole["differing"] == before["differing"] + 1  # c8
     assert after["rows"] == whole["rows"]

@@ -1,6 +1,8 @@
 from django.urls import path
 
-from conversations.api import alerts, otlp, views
+from conversations.alerts import api as alerts
+from conversations.api import views
+from conversations.ingest import otlp
 
 urlpatterns = [
     path("api/imports", views.imports, name="api-imports"),

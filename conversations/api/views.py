@@ -18,34 +18,23 @@ from django.http.response import HttpResponseBase
 from django.urls import reverse
 from pydantic import ValidationError
 
-from conversations.api.decorators import (
-    TOKEN_LABEL,
-    api,
-    json_response,
-    parse_json,
-    schema_error,
-    validate,
-)
-from conversations.api.errors import ApiError, too_big
-from conversations.core import compact, importers
-from conversations.core.compact import Policy
+from conversations.alerts import reads as alert_reads
+from conversations.compare import reads as comparing
+from conversations.core import importers
+from conversations.core.counting import compact
+from conversations.core.counting.compact import Policy
 from conversations.core.list_status import ListFilters
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.core.search import QueryError
-from conversations.record import (
-    alert_reads,
-    comparing,
-    note_reads,
-    preview_counts,
-    search_reads,
-    selectors,
-    services,
-    shapes,
-    streams,
-    token_counts,
-    uploads,
-)
-from conversations.record.models import Conversation
+from conversations.ingest import uploads
+from conversations.ingest.imports import ImportOutcome, transcript_import
+from conversations.record import streams
+from conversations.record.counting import preview_counts, token_counts
+from conversations.record.errors import IngestError
+from conversations.record.models.conversation import Conversation
+from conversations.record.notes import reads as note_reads
+from conversations.record.notes.services import note_add, note_delete, note_edit
+from conversations.record.reads import selectors, shapes
 from conversations.record.schemas import (
     BLOCK_ADAPTER,
     ConversationIn,
@@ -56,6 +45,25 @@ from conversations.record.schemas import (
     NotePatch,
     ShareIn,
 )
+from conversations.record.search import reads as search_reads
+from conversations.record.services.appending import block_append, message_append, messages_append
+from conversations.record.services.conversations import (
+    conversation_create,
+    conversation_delete,
+    conversation_window_set,
+)
+from conversations.sharing import reads as sharing_reads
+from conversations.sharing import shapes as sharing_shapes
+from conversations.sharing.services import share_create, share_revoke
+from conversations.web.api import (
+    TOKEN_LABEL,
+    api,
+    json_response,
+    parse_json,
+    schema_error,
+    validate,
+)
+from conversations.web.errors import ApiError, too_big
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
@@ -85,7 +93,7 @@ def _missing_first(conversation_id: str) -> Iterator[None]:
     when every write read its conversation first."""
     try:
         yield
-    except (ApiError, services.IngestError, RequestDataTooBig, Conversation.DoesNotExist):
+    except (ApiError, IngestError, RequestDataTooBig, Conversation.DoesNotExist):
         _conversation(conversation_id)
         raise
 
@@ -135,7 +143,7 @@ def _page_number(request: HttpRequest, name: str, default: int, maximum: int | N
 def conversations(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         data = validate(ConversationIn, parse_json(request))
-        conversation = services.conversation_create(title=data.title, metadata=data.metadata)
+        conversation = conversation_create(title=data.title, metadata=data.metadata)
         return json_response(
             shapes.conversation_data(conversation, url=_url(request, conversation)), 201
         )
@@ -204,11 +212,11 @@ def conversations(request: HttpRequest) -> HttpResponse:
 def conversation(request: HttpRequest, conversation_id: str) -> HttpResponseBase:
     found = _conversation(conversation_id)
     if request.method == "DELETE":
-        services.conversation_delete(conversation=found)
+        conversation_delete(conversation=found)
         return HttpResponse(status=204)
     if request.method == "PATCH":
         data = validate(ConversationPatch, parse_json(request))
-        found = services.conversation_window_set(conversation=found, tokens=data.context_window)
+        found = conversation_window_set(conversation=found, tokens=data.context_window)
         return json_response(shapes.conversation_data(found, url=_url(request, found)))
     return record_response(request, found)
 
@@ -255,7 +263,7 @@ def messages(request: HttpRequest, conversation_id: str) -> HttpResponse:
     found = _unread(conversation_id)
     with _missing_first(conversation_id):
         data = validate(MessageIn, parse_json(request))
-        message, blocks = services.message_append(
+        message, blocks = message_append(
             conversation=found, role=data.role, blocks=data.blocks, metadata=data.metadata
         )
     # Ids, seqs and the URL only: echoing the blocks would hold every body twice in memory.
@@ -278,7 +286,7 @@ def messages_batch(request: HttpRequest, conversation_id: str) -> HttpResponse:
     found = _unread(conversation_id)
     with _missing_first(conversation_id):
         data = validate(MessageBatchIn, parse_json(request))
-        stored = services.messages_append(conversation=found, messages=data.messages)
+        stored = messages_append(conversation=found, messages=data.messages)
     first, last = stored[0][0].seq, stored[-1][0].seq
     return json_response(
         {
@@ -301,7 +309,7 @@ def blocks(request: HttpRequest, conversation_id: str, seq: int) -> HttpResponse
         block_in = BLOCK_ADAPTER.validate_python(data)
     except ValidationError as exc:
         raise schema_error(exc) from None
-    block = services.block_append(message=message, block=block_in)
+    block = block_append(message=message, block=block_in)
     return json_response(
         {
             "seq": block.seq,
@@ -371,18 +379,18 @@ def imports(request: HttpRequest) -> HttpResponse:
 
 def import_bytes(
     raw: bytes, format: str | None, title: str | None, file_name: str | None
-) -> services.ImportOutcome:
+) -> ImportOutcome:
     """Read and store one transcript; ApiError (400) names what is wrong with it."""
     if not raw.strip():
         raise ApiError(400, importers.EMPTY_FILE)
     try:
-        return services.transcript_import(raw=raw, format=format, title=title, file_name=file_name)
+        return transcript_import(raw=raw, format=format, title=title, file_name=file_name)
     except importers.ImportFormatError as exc:
         named = {"format": exc.format} if exc.format else {}
         raise ApiError(400, exc.sentence(), where=exc.where, **named) from None
 
 
-def import_answer(request: HttpRequest, outcome: services.ImportOutcome) -> dict[str, Any]:
+def import_answer(request: HttpRequest, outcome: ImportOutcome) -> dict[str, Any]:
     conversation = outcome.conversation
     return {
         "id": str(conversation.id),
@@ -434,7 +442,7 @@ def shares(request: HttpRequest, conversation_id: str) -> HttpResponse:
     found = _conversation(conversation_id)
     if request.method == "POST":
         data = validate(ShareIn, parse_json(request))
-        link, clear = services.share_create(
+        link, clear = share_create(
             conversation=found,
             up_to_seq=data.up_to_seq,
             expires_in=timedelta(seconds=data.expires_in) if data.expires_in else None,
@@ -444,18 +452,20 @@ def shares(request: HttpRequest, conversation_id: str) -> HttpResponse:
             notes=data.notes,
         )
         url = request.build_absolute_uri(reverse("share", kwargs={"token": clear}))
-        return json_response(shapes.share_data(link) | {"url": url}, 201)
-    return json_response({"results": [shapes.share_data(s) for s in selectors.share_list(found)]})
+        return json_response(sharing_shapes.share_data(link) | {"url": url}, 201)
+    return json_response(
+        {"results": [sharing_shapes.share_data(s) for s in sharing_reads.share_list(found)]}
+    )
 
 
 @api("DELETE")
 def share(request: HttpRequest, share_id: int) -> HttpResponse:
     """Revoke a link: its pages answer 410 from the next request, its sockets close."""
     _sharing()
-    link = selectors.share_by_id(share_id)
+    link = sharing_reads.share_by_id(share_id)
     if link is None:
         raise ApiError(404, f"Share link {share_id} was not found.")
-    services.share_revoke(link=link)
+    share_revoke(link=link)
     return HttpResponse(status=204)
 
 
@@ -491,7 +501,7 @@ def message_notes(request: HttpRequest, conversation_id: str, seq: int) -> HttpR
     if selectors.message_get(found, seq) is None:
         raise ApiError(404, f"Message {seq} was not found in conversation {conversation_id}.")
     data = _note_body(NoteIn, parse_json(request))
-    note = services.note_add(
+    note = note_add(
         conversation=found,
         message_seq=seq,
         block_seq=data.block,
@@ -527,12 +537,12 @@ def note(request: HttpRequest, note_id: str) -> HttpResponse:
     if not note_reads.token_may_edit(found, _token_label(request)):
         raise ApiError(403, "Only the token that wrote this note (by its label) may change it.")
     if request.method == "DELETE":
-        services.note_delete(note=found)
+        note_delete(note=found)
         return HttpResponse(status=204)
     data = _note_body(NotePatch, parse_json(request))
     if data.text is None and data.labels is None:
         raise ApiError(400, "Send text and/or labels to change.", field="body")
-    edited = services.note_edit(note=found, text=data.text, labels=data.labels)
+    edited = note_edit(note=found, text=data.text, labels=data.labels)
     return json_response(shapes.note_data(note_reads.value(edited)))
 
 

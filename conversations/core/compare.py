@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeAlias
 
-from conversations.core import words
+from conversations.core.counting import words
 
 Signature: TypeAlias = tuple[str, tuple[str, ...], tuple[str, ...]]  # role, kinds, tool names
 Run: TypeAlias = tuple[int, int, int]  # a paired stretch: (a start, b start, length)

@@ -29,11 +29,15 @@ from django.utils import timezone
 
 from conversations.core import replay
 from conversations.core.options import OptionError, ReplayOptions
-from conversations.dashboard import presenters
+from conversations.dashboard.presenters.messages import MessageView, read_only, without_images
 from conversations.dashboard.views import conversation as conversation_views
 from conversations.dashboard.views import finding
-from conversations.record import selectors, services
-from conversations.record.models import Conversation, ShareLink
+from conversations.record.models.conversation import Conversation
+from conversations.record.reads import selectors
+from conversations.record.services.api_tokens import token_digest
+from conversations.sharing import reads as sharing_reads
+from conversations.sharing.models import ShareLink
+from conversations.sharing.services import share_viewed
 
 View: TypeAlias = Callable[..., HttpResponseBase]
 SOCKET_PATH = "ws/s/<str:token>/"
@@ -82,14 +86,12 @@ def scoped_conversation(link: ShareLink) -> Conversation:
     return conversation
 
 
-def withhold_images(views: Sequence[presenters.MessageView]) -> list[presenters.MessageView]:
+def withhold_images(views: Sequence[MessageView]) -> list[MessageView]:
     """The views with no image URL on their record side (a link without images)."""
-    return [
-        dataclasses.replace(view, blocks=presenters.without_images(view.blocks)) for view in views
-    ]
+    return [dataclasses.replace(view, blocks=without_images(view.blocks)) for view in views]
 
 
-def without_records(views: Sequence[presenters.MessageView]) -> list[presenters.MessageView]:
+def without_records(views: Sequence[MessageView]) -> list[MessageView]:
     """The views with no "copy record JSON" link: the whole record (metadata, origins,
     images) is for operators, as the Markdown export is; nor a compaction's diff link,
     a page no share link reaches."""
@@ -145,7 +147,7 @@ def share_view(view: View) -> View:
     ) -> HttpResponseBase:
         if not settings.REPLAY_SHARING:
             return _not_found(request)
-        link = selectors.share_get(services.token_digest(token))
+        link = sharing_reads.share_get(token_digest(token))
         if link is None:
             return _not_found(request)
         if link_state(link) != "active":
@@ -170,7 +172,7 @@ def _page_context(
 ) -> dict[str, Any]:
     """The dashboard's page context, narrowed to what the link shows."""
     conversation = context["conversation"]
-    messages = presenters.read_only(without_records(context["messages"]), link.notes)
+    messages = read_only(without_records(context["messages"]), link.notes)
     if not link.images:
         messages = withhold_images(messages)
     toggles = [
@@ -200,7 +202,7 @@ def page(request: HttpRequest, link: ShareLink, token: str, opts: ReplayOptions)
     """`/s/TOKEN/`: the conversation page, read-only; a page load counts one view."""
     htmx = getattr(request, "htmx", None)
     if not htmx:
-        services.share_viewed(link=link)
+        share_viewed(link=link)
     return conversation_views.detail_response(
         request,
         scoped_conversation(link),

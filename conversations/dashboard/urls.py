@@ -1,16 +1,9 @@
 from django.urls import path
 
-from conversations.dashboard.views import (
-    alerts,
-    compare,
-    context,
-    conversation,
-    finding,
-    imports,
-    listing,
-    notes,
-    sharing,
-)
+from conversations.alerts import views as alerts
+from conversations.compare import views as compare
+from conversations.dashboard.views import context, conversation, finding, listing, notes, sharing
+from conversations.ingest import views as imports
 
 urlpatterns = [
     path("", listing.conversation_list, name="conversation-list"),

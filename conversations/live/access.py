@@ -25,7 +25,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Exists, OuterRef
 from django.utils.crypto import constant_time_compare
 
-from conversations.record.models import Conversation
+from conversations.record.models.conversation import Conversation
 
 APP_LABEL, CODENAME = "conversations", "view_conversation"
 SIGNED_OUT = 4401

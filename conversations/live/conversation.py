@@ -15,7 +15,9 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.conf import settings
 
-from conversations.core import bursts, context_windows, page_windows, replay
+from conversations.alerts import reads as alert_reads
+from conversations.core import bursts, page_windows, replay
+from conversations.core.counting import context_windows
 from conversations.core.options import OptionError
 from conversations.core.socket_window import CLIENT_BYTES, HeldWindow, RefusedReport, parse_report
 from conversations.live import access, fragments
@@ -23,7 +25,7 @@ from conversations.live.fanout import Fanout, fanout
 from conversations.live.internals import Shared
 from conversations.live.render_cache import batches, frames, notes
 from conversations.live.watcher import BAD_REQUEST, NOT_FOUND, RETRY, Watcher
-from conversations.record import alert_reads, events
+from conversations.record import events
 
 log = logging.getLogger(__name__)
 

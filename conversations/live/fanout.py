@@ -24,17 +24,41 @@ import asyncio
 import logging
 import time
 import weakref
-from collections.abc import Coroutine, Hashable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Coroutine, Hashable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from channels.layers import BaseChannelLayer, get_channel_layer
 
 from conversations.core import bursts
+from conversations.core.socket_window import HeldWindow
 from conversations.live.internals import Shared
 from conversations.record import events
 
 if TYPE_CHECKING:
-    from conversations.live.conversation import ConversationConsumer
+    from conversations.live.fragments import Frame
+
+
+class ConversationConsumer(Protocol):
+    """What the fan-out needs of a conversation socket (`live/conversation.py`'s consumer),
+    so that the socket imports the fan-out and never the reverse."""
+
+    conversation_id: str
+    closing: bool
+    window: HeldWindow
+    lock: asyncio.Lock
+
+    def view_key(self) -> Hashable: ...
+
+    def ready(self) -> bool: ...
+
+    def fall_behind(self, positions: Sequence[tuple[int, int]]) -> None: ...
+
+    async def frames(self, wanted: Sequence[tuple[int, int]]) -> list[Frame]: ...
+
+    def push_now(self, frame: Frame, shared: Shared) -> bool: ...
+
+    async def push(self, frame: Frame, shared: Shared | None = None) -> None: ...
+
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 1.0  # after the layer failed a receive (Redis down): try again this soon

@@ -14,20 +14,30 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 
+from conversations.alerts import presenters as alerts_presenter
+from conversations.alerts import reads as alert_reads
 from conversations.core import page_windows, replay
 from conversations.core.notes import MessageNotes
 from conversations.core.options import ReplayOptions
-from conversations.dashboard import presenters, share_pages
-from conversations.dashboard.presenters import alerts as alerts_presenter
-from conversations.record import (
-    alert_reads,
-    note_reads,
-    search_reads,
-    selectors,
-    services,
-    token_counts,
+from conversations.dashboard import share_pages
+from conversations.dashboard.presenters.listing import conversation_rows
+from conversations.dashboard.presenters.messages import (
+    compaction_views,
+    message_views,
+    read_only,
+    with_notes,
 )
-from conversations.record.models import Conversation, ShareLink
+from conversations.dashboard.presenters.notes import notes_view
+from conversations.dashboard.presenters.pressure import margin_counts, pressure_view
+from conversations.record.counting import token_counts
+from conversations.record.models.conversation import Conversation
+from conversations.record.notes import reads as note_reads
+from conversations.record.reads import selectors
+from conversations.record.search import reads as search_reads
+from conversations.record.services.api_tokens import token_digest
+from conversations.sharing import reads as sharing_reads
+from conversations.sharing.models import ShareLink
+from conversations.web.links import query
 
 
 def tail_counts(conversation_id: str) -> tuple[int, dict[int, int]]:
@@ -92,21 +102,19 @@ def messages_frame(
         return Frame("", {})
     conversation, total_blocks, pressure, noted = state
     shown = token_counts.counted_shown(conversation, pressure, rows)
-    margin = presenters.margin_counts(shown, pressure.window.tokens)
-    compactions = presenters.compaction_views(
-        conversation.id, pressure.headline.compactions, pressure.dropped
-    )
-    views = presenters.message_views(
+    margin = margin_counts(shown, pressure.window.tokens)
+    compactions = compaction_views(conversation.id, pressure.headline.compactions, pressure.dropped)
+    views = message_views(
         conversation, rows, vision=vision, shape=shape, margin=margin, compactions=compactions
     )
     # Most conversations hold no note: their frames read none (nor does a share link's
     # frame that shows none).
     read = noted and (notes or not share)
-    views = presenters.with_notes(
+    views = with_notes(
         conversation.id, views, note_reads.notes_at(conversation.id, wanted) if read else {}
     )
     if share:
-        views = presenters.read_only(share_pages.without_records(views), notes)
+        views = read_only(share_pages.without_records(views), notes)
     if not images:
         views = share_pages.withhold_images(views)
     parts: list[str] = [
@@ -128,7 +136,7 @@ def _tail(total_messages: int, total_blocks: int, pressure: token_counts.Pressur
     if found is not None and found[0] is pressure and found[1:3] == (total_messages, total_blocks):
         return found[3]
     totals = {"total_messages": total_messages, "total_blocks": total_blocks}
-    shown = {"pressure": presenters.pressure_view(pressure, total_blocks)}
+    shown = {"pressure": pressure_view(pressure, total_blocks)}
     html = (
         render_to_string("conversations/detail.html#totals", totals)
         + render_to_string("conversations/detail.html#pressure", shown)
@@ -145,7 +153,7 @@ def notes_frame(conversation_id: str, seq: int, *, share: bool = False) -> str:
     message = selectors.message_get(conversation, seq) if conversation else None
     if conversation is None or message is None:
         return ""
-    view = presenters.notes_view(
+    view = notes_view(
         conversation.id,
         seq,
         message.block_count,
@@ -180,7 +188,7 @@ def _state(
 
 def reload_frame(conversation_id: str, vision: bool, shape: replay.Shape) -> Frame:
     """ "Reload your window": where the page fetches the conversation's tail over HTTP."""
-    url = reverse("earlier-messages", args=[conversation_id]) + presenters.query(
+    url = reverse("earlier-messages", args=[conversation_id]) + query(
         vision=int(vision), shape=shape, before=page_windows.LAST
     )
     return Frame(render_to_string("conversations/detail.html#reload", {"url": url}), {})
@@ -216,7 +224,7 @@ def rows_since(since: datetime) -> str:
     return "".join(
         render_to_string("conversations/list.html#row", {"row": row})
         for row in reversed(
-            presenters.conversation_rows(
+            conversation_rows(
                 changed,
                 labels=labels,
                 alerts=alert_reads.open_alert_counts(c.pk for c in changed),
@@ -230,7 +238,7 @@ def row_html(conversation_id: str) -> str:
     conversation = selectors.conversation_get(conversation_id)
     if conversation is None:
         return ""
-    (row,) = presenters.conversation_rows(
+    (row,) = conversation_rows(
         [conversation],
         labels=note_reads.labels_of([conversation.pk]),
         alerts=alert_reads.open_alert_counts([conversation.pk]),
@@ -245,13 +253,13 @@ def removed_row_html(conversation_id: str) -> str:
 
 def share_link(token: str) -> ShareLink | None:
     """The link this token opens, if any (one query, by its digest)."""
-    return selectors.share_get(services.token_digest(token))
+    return sharing_reads.share_get(token_digest(token))
 
 
 def share_state(share_id: int) -> str:
     """The link's state now: "active", "revoked" or "expired"; "deleted" when it is gone
     (with its conversation)."""
-    link = selectors.share_by_id(share_id)
+    link = sharing_reads.share_by_id(share_id)
     return "deleted" if link is None else link.state(timezone.now())
 
 

@@ -19,7 +19,7 @@ from conversations.live import fragments
 from conversations.live.conversation import ConversationConsumer
 from conversations.live.watcher import BAD_REQUEST, NOT_FOUND, RETRY, TOO_MANY
 from conversations.record import events
-from conversations.record.models import ShareLink
+from conversations.sharing.models import ShareLink
 
 log = logging.getLogger(__name__)
 

@@ -77,7 +77,7 @@ def searchable_text(kind: str, head: str, name: str, input_head: str) -> str:
             return ""
 
 
-# -- The index, as `conversations.record.search` installed it then. ----------------------
+# -- The index, as `conversations.record.search.index` installed it then. ----------------------
 
 ENTRIES = "conversations_searchentry"
 FTS = "conversations_searchentry_fts"

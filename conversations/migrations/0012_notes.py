@@ -7,7 +7,7 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-# -- The index, as `conversations.record.note_search` installed it then. -----------------
+# -- The index, as `conversations.record.notes.search` installed it then. -----------------
 
 NOTES = "conversations_note"
 FTS = "conversations_note_fts"

@@ -8,7 +8,7 @@ recounted as the walk reaches them, so the totals hold when it ends. Blocks are 
 per batch (memory bounded by a batch, not by what is stored); a block already counted
 keeps its count.
 
-The counting rules are those of `conversations.core.tokens` and `.stored_counts` when this
+The counting rules are those of `conversations.core.counting.tokens` and `.stored_counts` when this
 migration was written, frozen below (a migration keeps its meaning when the code moves
 on); the tokenizer is the vendored `o200k_base` file, read by its path and hash-checked.
 """
@@ -29,7 +29,7 @@ CONVERSATIONS = 200
 BATCH = 200
 TURNS = 1000  # response ids remembered while walking a conversation
 
-# -- Counting, as `conversations.core.tokens` defined it (frozen) ----------------------
+# -- Counting, as `conversations.core.counting.tokens` defined it (frozen) ----------------------
 
 ENCODING_FILE = (
     Path(__file__).resolve().parent.parent / "core" / "encodings" / "o200k_base.tiktoken"

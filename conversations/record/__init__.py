@@ -1,1 +1,2 @@
-"""The record: models, strict schemas, the one write path (services) and the reads (selectors)."""
+"""The record: its models, the strict schemas, the one write path (`services`), the reads
+(`reads`, `counting`, `search`, `notes`) and the events that announce what changed."""

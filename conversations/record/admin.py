@@ -12,29 +12,29 @@ from typing import Any, TypeVar
 import orjson
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import format_html
 from pydantic import ValidationError as SchemaError
 
 from conversations.core import replay, strictjson
 from conversations.core.search import QueryError
-from conversations.record import search_reads, selectors, services, shapes
-from conversations.record.models import (
-    ApiToken,
-    Block,
-    Conversation,
-    Message,
-    Note,
-    RejectedSpan,
-    ShareLink,
-)
+from conversations.record.models.conversation import Block, Conversation, Message
+from conversations.record.models.notes import Note
+from conversations.record.models.tokens import ApiToken
+from conversations.record.notes.services import note_delete
+from conversations.record.reads import selectors, shapes
 from conversations.record.schemas import ConversationIn, error_list
+from conversations.record.search import reads as search_reads
+from conversations.record.services.api_tokens import api_token_create, api_token_revoke
+from conversations.record.services.conversations import (
+    conversation_create,
+    conversation_delete,
+    conversation_update,
+)
 
 M = TypeVar("M", bound=Model)
 
@@ -160,17 +160,17 @@ class ConversationAdmin(ReplayAdmin[Conversation]):
         return listed, counts, set(), []
 
     def delete_model(self, request: HttpRequest, obj: Conversation) -> None:
-        services.conversation_delete(conversation=obj)
+        conversation_delete(conversation=obj)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Conversation]) -> None:
         for conversation in queryset:
-            services.conversation_delete(conversation=conversation)
+            conversation_delete(conversation=conversation)
 
     def save_model(self, request: HttpRequest, obj: Conversation, form: Any, change: bool) -> None:
         if change:
-            services.conversation_update(conversation=obj, title=obj.title, metadata=obj.metadata)
+            conversation_update(conversation=obj, title=obj.title, metadata=obj.metadata)
         else:
-            created = services.conversation_create(title=obj.title, metadata=obj.metadata)
+            created = conversation_create(title=obj.title, metadata=obj.metadata)
             obj.pk = created.pk
             obj.created_at = created.created_at
             obj.updated_at = created.updated_at
@@ -279,7 +279,7 @@ class ApiTokenAdmin(ReplayAdmin[ApiToken]):
         if change:
             obj.save(update_fields=["label", "expires_at"])
             return
-        token, clear = services.api_token_create(label=obj.label)
+        token, clear = api_token_create(label=obj.label)
         if obj.expires_at is not None:
             token.expires_at = obj.expires_at
             token.save(update_fields=["expires_at"])
@@ -292,88 +292,8 @@ class ApiTokenAdmin(ReplayAdmin[ApiToken]):
     @admin.action(description="Revoke selected tokens", permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         for token in queryset:
-            services.api_token_revoke(token=token)
+            api_token_revoke(token=token)
         self.message_user(request, f"Revoked {queryset.count()} token(s).")
-
-
-@admin.register(RejectedSpan)
-class RejectedSpanAdmin(ReadOnlyMixin, ReplayAdmin[RejectedSpan]):
-    """OTLP spans `POST /v1/traces` did not store, and why (the last day's)."""
-
-    list_display = ("received_at", "span_id", "trace_id", "reason")
-    search_fields = ("span_id", "trace_id")
-
-
-@admin.register(ShareLink)
-class ShareLinkAdmin(ReplayAdmin[ShareLink]):
-    """Share links (docs/contract.md §8): listed with scope, expiry and views; revoked, never
-    edited.
-
-    They are made on the conversation page or through the API (the token is shown once
-    there); the admin keeps only digests, so it cannot show a link's URL.
-    """
-
-    list_display = [
-        "id",
-        "conversation",
-        "scope",
-        "toggles",
-        "created_by",
-        "created_at",
-        "expires_at",
-        "view_count",
-        "last_viewed_at",
-        "state",
-    ]
-    list_filter = ["revoked_at", "expires_at", "images"]
-    list_select_related = ["conversation", "created_by"]
-    search_fields = ["conversation__title", "=conversation__id"]
-    fields = readonly_fields = (
-        "conversation",
-        "scope",
-        "toggles",
-        "created_by",
-        "created_at",
-        "expires_at",
-        "revoked_at",
-        "view_count",
-        "last_viewed_at",
-        "state",
-    )
-    actions = ["revoke"]
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # revoked through the service, which closes the link's sockets
-
-    @admin.display(description="Scope")
-    def scope(self, obj: ShareLink) -> str:
-        return "whole, live" if obj.up_to_seq is None else f"frozen, #0 to #{obj.up_to_seq}"
-
-    @admin.display(description="Toggles")
-    def toggles(self, obj: ShareLink) -> str:
-        return obj.toggles_label
-
-    @admin.display(description="State")
-    def state(self, obj: ShareLink) -> str:
-        return obj.state(timezone.now())
-
-    def has_revoke_permission(self, request: HttpRequest) -> bool:
-        """Revoking is the one change a share link takes: conversations.change_sharelink."""
-        codename = get_permission_codename("change", self.opts)
-        return request.user.has_perm(f"{self.opts.app_label}.{codename}")
-
-    @admin.action(description="Revoke selected share links", permissions=["revoke"])
-    def revoke(self, request: HttpRequest, queryset: QuerySet[ShareLink]) -> None:
-        links = list(queryset)
-        for link in links:
-            services.share_revoke(link=link)
-        self.message_user(request, f"Revoked {len(links)} share link(s).")
 
 
 @admin.register(Note)
@@ -428,8 +348,8 @@ class NoteAdmin(ReplayAdmin[Note]):
         return format_html('<a href="{}">Open in Replay</a>', url)
 
     def delete_model(self, request: HttpRequest, obj: Note) -> None:
-        services.note_delete(note=obj)
+        note_delete(note=obj)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Note]) -> None:
         for note in queryset:
-            services.note_delete(note=note)
+            note_delete(note=note)

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.checks import CheckMessage, Error, register
 
 from conversations.core import replay
-from conversations.record.models import BlockType
+from conversations.record.models.conversation import BlockType
 
 # One instance of every block class, to prove that `replay.prose` answers for it.
 SAMPLES: dict[str, replay.Block] = {

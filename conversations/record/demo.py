@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from conversations.record import services
-from conversations.record.models import Conversation
+from conversations.record.models.conversation import Conversation
 from conversations.record.schemas import BLOCK_ADAPTER
+from conversations.record.services.appending import message_append
+from conversations.record.services.conversations import conversation_create
 
 # A 96×64 PNG drawn for the demo: a chart-like thumbnail a user might paste.
 DEMO_PNG = (
@@ -99,11 +100,11 @@ DEMO: list[tuple[str, list[dict[str, object]]]] = [
 def load_demo() -> Conversation:
     """Create the demo conversation. Its last tool call is never answered, as when a turn is
     killed mid-round; message 4 is empty."""
-    conversation = services.conversation_create(
+    conversation = conversation_create(
         title="Demo: api-7 latency alert", metadata={"agent": "ops-assistant", "demo": True}
     )
     for role, blocks in DEMO:
-        services.message_append(
+        message_append(
             conversation=conversation,
             role=role,
             blocks=[BLOCK_ADAPTER.validate_python(block) for block in blocks],

@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from conversations.core import replay, strictjson
-from conversations.core.context_windows import MAX_WINDOW
+from conversations.core.counting.context_windows import MAX_WINDOW
 
 PILLOW_FORMATS = {
     "image/png": "PNG",

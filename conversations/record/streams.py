@@ -17,9 +17,11 @@ from asgiref.sync import sync_to_async
 from django.http import StreamingHttpResponse
 
 from conversations.core import markdown, replay
-from conversations.record import note_reads, policy_reads, selectors, shapes
-from conversations.record.models import Conversation, Message
-from conversations.record.rows import MessageRow, block_value, shown_time
+from conversations.record.counting import policy_reads
+from conversations.record.models.conversation import Conversation, Message
+from conversations.record.notes import reads as note_reads
+from conversations.record.reads import selectors, shapes
+from conversations.record.reads.rows import MessageRow, block_value, shown_time
 
 WINDOW = 1000  # messages whose rows one read holds; their blocks come in bounded batches
 NOTE_BATCH = WINDOW  # messages whose notes one read of the Markdown export holds

@@ -29,9 +29,10 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher, make_password
 from django.contrib.auth.models import Permission
 from django.db import connections
 
-from conversations.record import services
-from conversations.record.models import Conversation
+from conversations.record.models.conversation import Conversation
 from conversations.record.schemas import BLOCK_ADAPTER
+from conversations.record.services.appending import message_append
+from conversations.record.services.conversations import conversation_create
 
 CHROMIUM = Path("/usr/bin/chromium")
 VIEWPORT = {"width": 1400, "height": 1000}
@@ -201,9 +202,9 @@ def conversation(title: str, messages: list[tuple[str, list[dict[str, Any]]]]) -
     """A conversation stored through the one write path."""
 
     def store() -> Conversation:
-        created = services.conversation_create(title=title)
+        created = conversation_create(title=title)
         for role, blocks in messages:
-            services.message_append(
+            message_append(
                 conversation=created,
                 role=role,
                 blocks=[BLOCK_ADAPTER.validate_python(block) for block in blocks],

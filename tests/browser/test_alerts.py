@@ -12,8 +12,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from playwright.sync_api import expect
 
-from conversations.record import services
-from conversations.record.models import Alert
+from conversations.alerts.models import Alert
+from conversations.alerts.services import alert_rule_create
 from tests.browser.conftest import conversation, off_loop
 from tests.browser.test_live import (
     agent,  # noqa: F401 (the agent's API client)
@@ -45,7 +45,7 @@ def test_an_alert_appears_live_and_is_acknowledged_from_the_page(
 ) -> None:
     page = operator_page
     off_loop(lambda: may_acknowledge(operator.username))
-    off_loop(lambda: services.alert_rule_create(kind="tool_error"))
+    off_loop(lambda: alert_rule_create(kind="tool_error"))
     watched = conversation(HOSTILE, [("user", [{"type": "text", "text": "hello"}])])
     open_live(page, f"/c/{watched.id}/")
     expect(page.locator("#alert-badge")).to_have_count(0)
@@ -71,7 +71,7 @@ def test_the_list_row_gets_its_badge_live_and_filters_by_it(
     console: Any,
 ) -> None:
     page = operator_page
-    off_loop(lambda: services.alert_rule_create(kind="tool_error"))
+    off_loop(lambda: alert_rule_create(kind="tool_error"))
     quiet = conversation("quiet run", [("user", [{"type": "text", "text": "hello"}])])
     watched = conversation("alerted run", [("user", [{"type": "text", "text": "hello"}])])
     open_list(page)

@@ -21,8 +21,11 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from playwright.sync_api import expect
 
-from conversations.record import services
-from conversations.record.models import Conversation, ShareLink
+from conversations.alerts.services import alert_rule_create
+from conversations.record.models.conversation import Conversation
+from conversations.record.notes.services import note_add
+from conversations.sharing.models import ShareLink
+from conversations.sharing.services import share_create, share_revoke
 from tests.browser.conftest import (
     Account,
     Console,
@@ -75,7 +78,7 @@ class Scene:
 
 
 def build_scene(account: Account) -> Scene:
-    off_loop(lambda: services.alert_rule_create(kind="tool_error"))
+    off_loop(lambda: alert_rule_create(kind="tool_error"))
     every = every_kind()
     empty = conversation("No messages yet", [])
     results = [
@@ -89,15 +92,15 @@ def build_scene(account: Account) -> Scene:
 
     def annotate() -> tuple[str, str, str]:
         user = User.objects.get(username=account.username)
-        services.note_add(
+        note_add(
             conversation=every, message_seq=1, block_seq=0, user=user, labels=["wrong-path"],
             text="The agent guessed the path.",
         )  # fmt: skip
-        services.note_add(conversation=every, message_seq=2, user=user, text="Ask first.")
-        _, live = services.share_create(conversation=every, created_by=user, notes=True)
-        _, frozen = services.share_create(conversation=every, up_to_seq=3, images=False)
-        link, revoked = services.share_create(conversation=every)
-        services.share_revoke(link=ShareLink.objects.get(pk=link.pk))
+        note_add(conversation=every, message_seq=2, user=user, text="Ask first.")
+        _, live = share_create(conversation=every, created_by=user, notes=True)
+        _, frozen = share_create(conversation=every, up_to_seq=3, images=False)
+        link, revoked = share_create(conversation=every)
+        share_revoke(link=ShareLink.objects.get(pk=link.pk))
         return f"/s/{live}/", f"/s/{frozen}/", f"/s/{revoked}/"
 
     live, frozen, revoked = off_loop(annotate)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from conversations.record import services
+from conversations.record.services.api_tokens import api_token_create
 from tests.browser.conftest import conversation, off_loop
 
 pytestmark = pytest.mark.live
@@ -71,7 +71,7 @@ def test_a_live_block_keeps_the_blocks_the_reader_loaded(operator_page, daphne):
 
     page = operator_page
     cid = many_blocks()
-    _, token = off_loop(lambda: services.api_token_create(label="agent"))
+    _, token = off_loop(lambda: api_token_create(label="agent"))
     page.add_init_script(WATCH_SOCKETS)
     page.goto(f"/c/{cid}/")
     expect(page.locator("#live-status")).to_have_text("live")

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from conversations.core import compact
-from conversations.record import services
+from conversations.core.counting import compact
+from conversations.record.services.api_tokens import api_token_create
 from tests.browser.conftest import conversation, off_loop
 
 pytestmark = pytest.mark.live
@@ -36,7 +36,7 @@ def rounds(n: int) -> list[tuple[str, list[dict[str, Any]]]]:
 
 @pytest.fixture
 def api(daphne: Any, transactional_db: None) -> Any:
-    _, token = off_loop(lambda: services.api_token_create(label="browser"))
+    _, token = off_loop(lambda: api_token_create(label="browser"))
     with daphne.client(token) as client:
         yield client
 

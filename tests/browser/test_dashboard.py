@@ -12,9 +12,10 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.sync_api import expect
 
-from conversations.record import services
+from conversations.ingest.imports import transcript_import
 from conversations.record.demo import load_demo
-from conversations.record.models import Conversation
+from conversations.record.models.conversation import Conversation
+from conversations.record.services.api_tokens import api_token_create
 from tests.browser.conftest import conversation, make_user, off_loop, sign_in
 from tests.conftest import ROOT
 
@@ -121,7 +122,7 @@ def test_toggles_change_the_projection_in_place_and_the_url_reproduces_the_view(
 def test_copied_and_downloaded_payloads_are_the_api_replay_bytes(operator_page, daphne):
     page = operator_page
     demo = stored_demo()
-    _, token = off_loop(lambda: services.api_token_create(label="browser"))
+    _, token = off_loop(lambda: api_token_create(label="browser"))
     with daphne.client(token) as client:
         default = client.get(f"/api/conversations/{demo.id}/replay").content
         toggled = client.get(
@@ -472,7 +473,7 @@ def test_guide_screenshot_of_the_next_request_on_a_real_session(operator_page):
 
     raw = (REAL / "claude_code_tool_heavy_parallel_interrupts.jsonl").read_bytes()
     outcome = off_loop(
-        lambda: services.transcript_import(
+        lambda: transcript_import(
             raw=raw, format="claude-code", title=None, file_name="session.jsonl"
         )
     )

@@ -12,9 +12,12 @@ import httpx2 as httpx
 import pytest
 from playwright.sync_api import expect
 
-from conversations.record import services
-from conversations.record.models import Conversation
+from conversations.record.models.conversation import Conversation
 from conversations.record.schemas import MessageIn
+from conversations.record.services.api_tokens import api_token_create
+from conversations.record.services.appending import messages_append
+from conversations.record.services.conversations import conversation_create, conversation_update
+from conversations.sharing.services import share_create
 from tests.browser.conftest import off_loop
 from tests.builders import png
 from tests.conftest import Server
@@ -40,8 +43,8 @@ def stored(messages: list[tuple[str, list[dict[str, Any]]]], title: str = "Run")
     """Through the batch service: 2,000 messages in one transaction, in well under a second."""
 
     def store() -> Conversation:
-        conversation = services.conversation_create(title=title)
-        services.messages_append(
+        conversation = conversation_create(title=title)
+        messages_append(
             conversation=conversation,
             messages=[MessageIn.model_validate({"role": r, "blocks": b}) for r, b in messages],
         )
@@ -54,7 +57,7 @@ def stored(messages: list[tuple[str, list[dict[str, Any]]]], title: str = "Run")
 def agent(daphne: Server, transactional_db: None) -> Iterator[httpx.Client]:
     """The agent's side, posting through the JSON API of the shared daphne (whose live
     layer is its own): what arrives live on the page."""
-    _, token = off_loop(lambda: services.api_token_create(label="agent"))
+    _, token = off_loop(lambda: api_token_create(label="agent"))
     with daphne.client(token) as client:
         yield client
 
@@ -358,8 +361,8 @@ def test_a_call_without_a_result_says_so_until_its_result_arrives_live(screen, a
 
 def test_a_share_page_finds_through_its_own_link_and_no_further(page, daphne):
     conversation = stored(rounds(400, error_at=20) + [("user", [text("secret needle")])])
-    _, live = off_loop(lambda: services.share_create(conversation=conversation))
-    _, frozen = off_loop(lambda: services.share_create(conversation=conversation, up_to_seq=350))
+    _, live = off_loop(lambda: share_create(conversation=conversation))
+    _, frozen = off_loop(lambda: share_create(conversation=conversation, up_to_seq=350))
     requests: list[str] = []
     page.on("request", lambda r: requests.append(r.url))
     page.goto(f"/s/{live}/")  # signed out: the link is the only credential
@@ -380,7 +383,7 @@ def test_n_steps_to_a_stored_compaction_and_says_so(operator_page):
     conversation = stored(rounds(400, error_at=300))
     marks = [{"kind": "compact_boundary", "trigger": "auto", "preTokens": 150_000, "seq": 120}]
     off_loop(
-        lambda: services.conversation_update(
+        lambda: conversation_update(
             conversation=conversation,
             title=conversation.title,
             metadata=conversation.metadata | {"compact_boundaries": marks},

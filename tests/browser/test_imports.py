@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from playwright.sync_api import expect
 
-from conversations.record.models import Conversation
+from conversations.record.models.conversation import Conversation
 from tests.browser.conftest import (
     VIEWPORT,
     Account,

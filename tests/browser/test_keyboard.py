@@ -15,9 +15,11 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from playwright.sync_api import expect
 
-from conversations.record import services
-from conversations.record.models import Conversation
+from conversations.record.models.conversation import Conversation
 from conversations.record.schemas import MessageIn
+from conversations.record.services.api_tokens import api_token_create
+from conversations.record.services.appending import messages_append
+from conversations.record.services.conversations import conversation_create
 from tests.browser.conftest import Account, conversation, make_user, off_loop, sign_in
 from tests.browser.test_block_folds import many_blocks
 from tests.conftest import Server
@@ -53,8 +55,8 @@ def text(value: str) -> dict[str, Any]:
 
 def stored(count: int, title: str = "run") -> Conversation:
     def store() -> Conversation:
-        created = services.conversation_create(title=title)
-        services.messages_append(
+        created = conversation_create(title=title)
+        messages_append(
             conversation=created,
             messages=[
                 MessageIn.model_validate({"role": "user", "blocks": [text(f"message {n}")]})
@@ -102,7 +104,7 @@ def signed_in(page: Any, account: Account) -> Any:
 
 @pytest.fixture
 def agent(daphne: Server, transactional_db: None) -> Iterator[httpx.Client]:
-    _, token = off_loop(lambda: services.api_token_create(label="agent"))
+    _, token = off_loop(lambda: api_token_create(label="agent"))
     with daphne.client(token) as client:
         yield client
 

@@ -14,8 +14,9 @@ from django.contrib.auth.models import Permission, User
 from PIL import Image
 from playwright.sync_api import expect
 
-from conversations.record import services
-from conversations.record.models import Conversation
+from conversations.record.models.conversation import Conversation
+from conversations.record.services.api_tokens import api_token_create
+from conversations.sharing.services import share_create
 from tests.browser.conftest import Account, conversation, make_user, off_loop, sign_in
 
 pytestmark = pytest.mark.live
@@ -83,7 +84,7 @@ def every_kind() -> Conversation:
 
 
 def share_url(c: Conversation, **options: Any) -> str:
-    _, token = off_loop(lambda: services.share_create(conversation=c, **options))
+    _, token = off_loop(lambda: share_create(conversation=c, **options))
     return f"/s/{token}/"
 
 
@@ -124,7 +125,7 @@ def test_no_page_is_wider_than_the_screen(page, transactional_db, width):
     frozen = share_url(c, up_to_seq=3, images=False)
     live = share_url(c)
     sharer(page)
-    off_loop(lambda: services.share_create(conversation=c))  # a row in the share list
+    off_loop(lambda: share_create(conversation=c))  # a row in the share list
     page.set_viewport_size({"width": width, "height": 900})
     for url in ["/", "/?q=deploy", f"/c/{c.id}/", live, frozen]:
         page.goto(url)
@@ -417,7 +418,7 @@ def test_every_text_meets_wcag_aa_contrast(page, transactional_db, theme, capsys
     page.goto("/accounts/login/")
     found = measure(page)  # the sign-in page
     sharer(page)
-    off_loop(lambda: services.share_create(conversation=c))
+    off_loop(lambda: share_create(conversation=c))
     assert page.evaluate("document.documentElement.dataset.theme") == theme
     assert background(page) == THEMES[theme]
     found += measure(page)
@@ -483,7 +484,7 @@ def test_an_empty_conversation_says_so_until_its_first_message_arrives(operator_
     expect(page.locator("#live-status")).to_have_text("live")
 
     # Through the API, as an agent writes: daphne publishes it to the open page.
-    _, token = off_loop(lambda: services.api_token_create(label="agent"))
+    _, token = off_loop(lambda: api_token_create(label="agent"))
     with daphne.client(token) as agent:
         body = {"role": "user", "blocks": [text("The first message.")]}
         response = agent.post(f"/api/conversations/{empty.id}/messages", json=body)

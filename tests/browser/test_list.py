@@ -9,9 +9,10 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.sync_api import expect
 
-from conversations.record import services
-from conversations.record.models import Conversation
+from conversations.record.models.conversation import Conversation
 from conversations.record.schemas import MessageIn
+from conversations.record.services.appending import messages_append
+from conversations.record.services.conversations import conversation_create
 from tests.browser.conftest import conversation, off_loop
 
 pytestmark = pytest.mark.live
@@ -39,9 +40,9 @@ def three() -> None:
 
 def many_messages(count: int) -> Conversation:
     def store() -> Conversation:
-        created = services.conversation_create(title=f"{count} messages")
+        created = conversation_create(title=f"{count} messages")
         batch = [MessageIn(role="user", blocks=[]) for _ in range(count)]
-        services.messages_append(conversation=created, messages=batch)
+        messages_append(conversation=created, messages=batch)
         return created
 
     return off_loop(store)

@@ -18,9 +18,10 @@ import pytest
 from PIL import Image
 from playwright.sync_api import expect
 
-from conversations.record import services
-from conversations.record.models import Conversation, Message
+from conversations.record.models.conversation import Conversation, Message
 from conversations.record.schemas import BLOCK_ADAPTER
+from conversations.record.services.api_tokens import api_token_create
+from conversations.record.services.appending import block_append, message_append
 from tests.browser.conftest import conversation, off_loop
 from tests.conftest import Server, free_port, start_daphne
 
@@ -79,7 +80,7 @@ def post_block(agent: httpx.Client, c: Conversation, seq: int, block: dict[str, 
 
 @pytest.fixture
 def api_token(transactional_db: None) -> str:
-    _, clear = off_loop(lambda: services.api_token_create(label="agent"))
+    _, clear = off_loop(lambda: api_token_create(label="agent"))
     return clear
 
 
@@ -331,10 +332,8 @@ def test_server_restart_under_an_open_page_loses_nothing_and_repeats_nothing(
 
     def ingest_while_down() -> None:
         message = Message.objects.get(conversation_id=c.id, seq=1)
-        services.block_append(
-            message=message, block=BLOCK_ADAPTER.validate_python(text("while down"))
-        )
-        services.message_append(
+        block_append(message=message, block=BLOCK_ADAPTER.validate_python(text("while down")))
+        message_append(
             conversation=Conversation.objects.get(pk=c.id),
             role="user",
             blocks=[BLOCK_ADAPTER.validate_python(text("a message while down"))],

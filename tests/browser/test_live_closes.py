@@ -12,7 +12,7 @@ import httpx2 as httpx
 import pytest
 from playwright.sync_api import expect
 
-from conversations.record import services
+from conversations.record.services.api_tokens import api_token_create
 from tests.browser.conftest import conversation, off_loop
 from tests.conftest import Server
 
@@ -23,7 +23,7 @@ WATCH = 4.0  # seconds of watching for reconnect attempts (the first retry comes
 
 @pytest.fixture
 def agent(daphne: Server, transactional_db: None) -> Iterator[httpx.Client]:
-    _, clear = off_loop(lambda: services.api_token_create(label="agent"))
+    _, clear = off_loop(lambda: api_token_create(label="agent"))
     with daphne.client(clear) as client:
         yield client
 

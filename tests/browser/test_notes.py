@@ -13,7 +13,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from playwright.sync_api import expect
 
-from conversations.record import services
+from conversations.record.notes.services import note_add
+from conversations.record.services.api_tokens import api_token_create
 from tests.browser.conftest import VIEWPORT, Account, conversation, make_user, off_loop, sign_in
 
 pytestmark = pytest.mark.live
@@ -141,10 +142,10 @@ def test_guide_screenshot_of_a_note(context: Any, operator: Account) -> None:
     )  # fmt: skip
 
     def annotate() -> None:
-        from conversations.record import services
+        from conversations.record.notes.services import note_add
 
         user = get_user_model().objects.get(username=operator.username)
-        services.note_add(
+        note_add(
             conversation=run,
             message_seq=1,
             block_seq=1,
@@ -152,7 +153,7 @@ def test_guide_screenshot_of_a_note(context: Any, operator: Account) -> None:
             labels=["wrong-path"],
             text="The config lives in ops/, not deploy/: the agent guessed the path.",
         )
-        services.note_add(
+        note_add(
             conversation=run, message_seq=1, user=user, labels=["needs-review"],
             text="Ask for the repository layout in the system prompt.",
         )  # fmt: skip
@@ -176,7 +177,7 @@ def test_a_note_being_written_survives_its_message_growing_live(
     notes.get_by_text("Add a note").click()
     notes.get_by_label("Note on message #0").fill("half written")
 
-    _, token = off_loop(lambda: services.api_token_create(label="agent"))
+    _, token = off_loop(lambda: api_token_create(label="agent"))
     with daphne.client(token) as agent:  # the agent streams on, through the API
         grown = agent.post(
             f"/api/conversations/{run.id}/messages/0/blocks", json=text("second block")
@@ -223,7 +224,7 @@ def test_the_finder_lands_on_a_note_that_holds_the_words(context: Any, operator:
 
     def annotate() -> None:
         user = get_user_model().objects.get(username=operator.username)
-        services.note_add(conversation=run, message_seq=1, user=user, text="a Zanzibar note")
+        note_add(conversation=run, message_seq=1, user=user, text="a Zanzibar note")
 
     off_loop(annotate)
     page = signed_in_page(context, operator, f"/c/{run.id}/")

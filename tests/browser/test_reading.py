@@ -16,9 +16,10 @@ import orjson
 import pytest
 from playwright.sync_api import expect
 
-from conversations.core import preview
-from conversations.record import services
-from conversations.record.models import Conversation
+from conversations.core.counting import preview
+from conversations.ingest.imports import transcript_import
+from conversations.record.models.conversation import Conversation
+from conversations.record.services.api_tokens import api_token_create
 from tests.browser.conftest import Console, conversation, off_loop, sign_in
 from tests.browser.test_live import open_live, post_message
 from tests.conftest import Server
@@ -43,7 +44,7 @@ VISIBLE = """() => {
 @pytest.fixture
 def agent(transactional_db: None, daphne: Server) -> Iterator[Any]:
     """The agent's side: the JSON API of the shared daphne, with a real token."""
-    _, token = off_loop(lambda: services.api_token_create(label="agent"))
+    _, token = off_loop(lambda: api_token_create(label="agent"))
     with daphne.client(token) as client:
         yield client
 
@@ -52,7 +53,7 @@ def imported(name: str, title: str = "Session") -> Conversation:
     """A real recording (tests/fixtures/real/, sources and licences in its SOURCES.md)."""
     raw = (REAL / name).read_bytes()
     return off_loop(
-        lambda: services.transcript_import(raw=raw, format=None, title=title, file_name="s.jsonl")
+        lambda: transcript_import(raw=raw, format=None, title=title, file_name="s.jsonl")
     ).conversation
 
 
@@ -252,7 +253,7 @@ def test_metadata_of_a_real_session_is_in_the_headers_and_nothing_says_none(oper
     label, body = next((label, b) for label, b in otel_sources("otel_genai_semconv_examples.json")
                        if b'"finish_reason": "tool_call"' in b)  # fmt: skip
     otel = off_loop(
-        lambda: services.transcript_import(raw=body, format=None, title=label, file_name=None)
+        lambda: transcript_import(raw=body, format=None, title=label, file_name=None)
     ).conversation
     page.goto(detail(otel))
     expect(page.locator(".message .meta-stop").first).to_have_text("stop: tool_call")

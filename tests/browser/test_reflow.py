@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from conversations.record import services
+from conversations.sharing.services import share_create
 from tests.browser.conftest import conversation, off_loop
 from tests.browser.test_compare import questions
 from tests.browser.test_layout import every_kind, sharer
@@ -49,7 +49,7 @@ def test_no_tab_stop_of_a_conversation_hides_behind_a_sticky_bar(page, transacti
     width, height = viewport
     c = every_kind()
     sharer(page)
-    off_loop(lambda: services.share_create(conversation=c))  # the share links' table too
+    off_loop(lambda: share_create(conversation=c))  # the share links' table too
     page.set_viewport_size({"width": width, "height": height})
     page.goto(f"/c/{c.id}/")
     expect(page.locator("#live-status")).to_have_text("live")
@@ -73,7 +73,7 @@ def test_no_page_scrolls_sideways_at_320_px(page, transactional_db):
     c = every_kind()
     a = conversation("Run A", questions(30))
     b = conversation("Run B", questions(30, {20: "a different answer " + "x" * 300}))
-    _, token = off_loop(lambda: services.share_create(conversation=c))
+    _, token = off_loop(lambda: share_create(conversation=c))
     page.set_viewport_size({"width": 320, "height": 640})
     page.goto("/accounts/login/")
     assert page.evaluate("document.documentElement.scrollWidth") <= 320

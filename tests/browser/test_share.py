@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from playwright.sync_api import expect
 
-from conversations.record import services
+from conversations.record.services.api_tokens import api_token_create
 from tests.browser.conftest import (
     Account,
     conversation,
@@ -29,7 +29,7 @@ def text(value: str) -> dict[str, Any]:
 
 @pytest.fixture
 def agent(daphne: Server, transactional_db: None) -> Iterator[httpx.Client]:
-    _, clear = off_loop(lambda: services.api_token_create(label="agent"))
+    _, clear = off_loop(lambda: api_token_create(label="agent"))
     with daphne.client(clear) as client:
         yield client
 

@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conversations.core.importers import claude_code
-from conversations.record.models import TailCursor
+from conversations.ingest.models import TailCursor
 from tests.browser.conftest import off_loop
 from tests.conftest import Server, start_daphne
 from tests.redis_server import RedisServer, available

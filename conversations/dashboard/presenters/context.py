@@ -10,16 +10,17 @@ from typing import Any
 
 from django.urls import reverse
 
-from conversations.core import blocks, replay, words
-from conversations.core import compact as compact_core
+from conversations.core import blocks, replay
 from conversations.core import diff as diff_core
-from conversations.core.compact import Compacted
+from conversations.core.counting import compact as compact_core
+from conversations.core.counting import words
+from conversations.core.counting.compact import Compacted
 from conversations.core.options import ReplayOptions
-from conversations.dashboard.presenters.links import query, toggle
 from conversations.dashboard.presenters.pressure import pressure_view
-from conversations.dashboard.presenters.protocols import ConversationLike
 from conversations.dashboard.presenters.texts import escaped_bytes, shown
-from conversations.record.rows import Pressure
+from conversations.record.reads.rows import Pressure
+from conversations.web.links import query, toggle
+from conversations.web.protocols import ConversationLike
 
 PREVIEW_WINDOW = 100
 # Blocks of one message the preview shows at once, and their escaped bytes at most (besides

@@ -13,7 +13,6 @@ from django.urls import reverse
 from conversations.core import page_windows, replay
 from conversations.core.search import MAX_QUERY_CHARS
 from conversations.dashboard import socket_urls
-from conversations.dashboard.presenters.links import projection_toggles, query
 from conversations.dashboard.presenters.messages import (
     compaction_views,
     message_views,
@@ -21,9 +20,10 @@ from conversations.dashboard.presenters.messages import (
 )
 from conversations.dashboard.presenters.metadata import conversation_meta, import_view
 from conversations.dashboard.presenters.pressure import margin_counts, pressure_view
-from conversations.dashboard.presenters.protocols import ConversationLike
 from conversations.dashboard.presenters.texts import PAGE_BYTES
-from conversations.record.rows import Counted, Pairs, Pressure, PreviewRow
+from conversations.record.reads.rows import Counted, Pairs, Pressure, PreviewRow
+from conversations.web.links import projection_toggles, query
+from conversations.web.protocols import ConversationLike
 
 
 @dataclass(frozen=True)

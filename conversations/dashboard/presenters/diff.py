@@ -9,12 +9,12 @@ from typing import Any
 
 from django.urls import reverse
 
-from conversations.core import compact as compact_core
 from conversations.core import diff as diff_core
 from conversations.core import replay
-from conversations.dashboard.presenters.links import query, toggle
-from conversations.dashboard.presenters.protocols import ConversationLike
+from conversations.core.counting import compact as compact_core
 from conversations.dashboard.presenters.texts import shown
+from conversations.web.links import query, toggle
+from conversations.web.protocols import ConversationLike
 
 
 @dataclass(frozen=True)

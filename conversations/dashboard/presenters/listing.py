@@ -13,11 +13,11 @@ from django.core.paginator import Page
 from django.utils import timezone
 from django.utils.timesince import timesince
 
-from conversations.core import next_request as nr
+from conversations.alerts.presenters import badge_label
+from conversations.core.counting import next_request as nr
 from conversations.core.list_status import ListFilters
-from conversations.dashboard.presenters.alerts import badge_label
-from conversations.dashboard.presenters.protocols import ConversationLike
-from conversations.record.rows import SearchHit, conversation_model
+from conversations.record.reads.rows import SearchHit, conversation_model
+from conversations.web.protocols import ConversationLike
 
 
 def ago(when: datetime, now: datetime) -> str:

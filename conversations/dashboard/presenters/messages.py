@@ -19,17 +19,10 @@ from typing import assert_never, cast
 
 from django.urls import reverse
 
-from conversations.core import blocks, compact, preview, replay
-from conversations.core import next_request as nr
+from conversations.core import blocks, replay
+from conversations.core.counting import compact, preview
+from conversations.core.counting import next_request as nr
 from conversations.core.notes import MessageNotes
-from conversations.dashboard.presenters.links import (
-    block_text_url,
-    image_url,
-    message_blocks_url,
-    message_projection_url,
-    message_record_url,
-    wire_text_url,
-)
 from conversations.dashboard.presenters.metadata import (
     MetaItem,
     boundary,
@@ -38,7 +31,6 @@ from conversations.dashboard.presenters.metadata import (
 )
 from conversations.dashboard.presenters.notes import NONE, NotesView, notes_view
 from conversations.dashboard.presenters.pressure import TokensView
-from conversations.dashboard.presenters.protocols import ConversationLike
 from conversations.dashboard.presenters.texts import (
     BLOCK_MARKUP,
     SIDE_BYTES,
@@ -51,7 +43,7 @@ from conversations.dashboard.presenters.texts import (
     size_note,
     water_level,
 )
-from conversations.record.rows import (
+from conversations.record.reads.rows import (
     PREVIEW_CHARS,
     BlockRow,
     Pairs,
@@ -59,6 +51,15 @@ from conversations.record.rows import (
     PreviewRow,
     block_value,
 )
+from conversations.web.links import (
+    block_text_url,
+    image_url,
+    message_blocks_url,
+    message_projection_url,
+    message_record_url,
+    wire_text_url,
+)
+from conversations.web.protocols import ConversationLike
 
 
 @dataclass(frozen=True)

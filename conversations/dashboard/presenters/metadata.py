@@ -14,8 +14,9 @@ from typing import Any
 
 from django.urls import reverse
 
-from conversations.core import timestamps, tokens, words
-from conversations.dashboard.presenters.protocols import ConversationLike
+from conversations.core import timestamps
+from conversations.core.counting import tokens, words
+from conversations.web.protocols import ConversationLike
 
 META_CHARS = 80  # characters of a metadata value shown in a header
 META_TITLE_CHARS = 300  # … and in its title

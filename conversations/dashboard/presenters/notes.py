@@ -20,7 +20,7 @@ from conversations.core.notes import (
     MessageNotes,
     NoteValue,
 )
-from conversations.dashboard.presenters.links import note_add_url
+from conversations.web.links import note_add_url
 
 NONE = MessageNotes()
 

@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import assert_never
 
-from conversations.core import tokens
-from conversations.core.context_windows import Window
-from conversations.record.rows import Counted, Pressure
+from conversations.core.counting import tokens
+from conversations.core.counting.context_windows import Window
+from conversations.record.reads.rows import Counted, Pressure
 
 
 @dataclass(frozen=True)

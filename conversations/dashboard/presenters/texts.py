@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from django.utils.html import escape
 
-from conversations.core import preview
+from conversations.core.counting import preview
 
 FOLD_LINES = 12
 FOLD_CHARS = 1500

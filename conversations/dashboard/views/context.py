@@ -9,19 +9,33 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from conversations.core import compact, replay
 from conversations.core import diff as diff_core
-from conversations.core.compact import Compacted, Policy
+from conversations.core import replay
+from conversations.core.counting import compact
+from conversations.core.counting.compact import Compacted, Policy
 from conversations.core.options import OptionError, ReplayOptions
-from conversations.dashboard import presenters
-from conversations.dashboard.views.common import (
+from conversations.dashboard.presenters.context import (
+    PREVIEW_WINDOW,
+    ContextRead,
+    context_blocks,
+    context_page,
+    window_at,
+)
+from conversations.dashboard.presenters.diff import (
+    DIFF_WINDOW,
+    DiffSide,
+    diff_page,
+    diff_window_page,
+)
+from conversations.record.counting import policy_reads, preview_counts, token_counts
+from conversations.record.models.conversation import Conversation
+from conversations.record.reads import selectors
+from conversations.web.pages import (
     bad_request,
     conversation_or_404,
     operator_required,
     with_options,
 )
-from conversations.record import policy_reads, preview_counts, selectors, token_counts
-from conversations.record.models import Conversation
 
 
 def _filled(request: HttpRequest) -> dict[str, str]:
@@ -63,14 +77,14 @@ def _context_read(
     effective: bool,
     start: int | None,
     blocks_from: int = 0,
-) -> presenters.ContextRead:
+) -> ContextRead:
     """The counts before and after `policy` and one window of the record shown (the
     compacted one when `effective`); OptionError on a bad `view`. Only the window's
     messages are read (their texts cut, as on every page); a policy's counts come from
     the stored figures (`preview_counts`)."""
     if policy is None:
         before = token_counts.pressure(conversation, options, query=view)
-        window = presenters.window_at(range(conversation.message_count), start, ())
+        window = window_at(range(conversation.message_count), start, ())
         rows = selectors.preview_rows(conversation, window, blocks_from=blocks_from)
         shown = token_counts.counted_shown(conversation, before, rows)
         counts = {s: c.count.tokens for s, c in shown.items()}
@@ -81,7 +95,7 @@ def _context_read(
             )
             for r in rows
         ]
-        return presenters.ContextRead(
+        return ContextRead(
             seqs=seqs,
             messages=messages,
             before=before,
@@ -89,7 +103,7 @@ def _context_read(
             compacted=compact.unchanged(messages, seqs, ""),
             before_by=counts,
             after_by=counts,
-            earlier=window.start - presenters.PREVIEW_WINDOW if window.start > 0 else None,
+            earlier=window.start - PREVIEW_WINDOW if window.start > 0 else None,
             later=window.stop if window.stop < conversation.message_count else None,
             block_counts={r.seq: r.block_count for r in rows},
             blocks_from=blocks_from,
@@ -99,7 +113,7 @@ def _context_read(
     assert rewrite is not None
     every = range(compacted.dropped if effective else 0, conversation.message_count)
     changed = min((s for s, _ in compacted.changed), default=None)
-    window = presenters.window_at(every, start, () if changed is None else (changed,))
+    window = window_at(every, start, () if changed is None else (changed,))
     shown_seqs = every[window.start : window.stop]
     rows = selectors.preview_rows(conversation, shown_seqs, blocks_from=blocks_from)
     seqs = [r.seq for r in rows]
@@ -116,7 +130,7 @@ def _context_read(
         for s in seqs
         if after.first <= s <= last and s in before_by
     }
-    return presenters.ContextRead(
+    return ContextRead(
         seqs=seqs,
         messages=messages,
         before=result.before,
@@ -130,9 +144,7 @@ def _context_read(
         ),
         before_by=before_by,
         after_by=after_by,
-        earlier=(
-            every[max(0, window.start - presenters.PREVIEW_WINDOW)] if window.start > 0 else None
-        ),
+        earlier=(every[max(0, window.start - PREVIEW_WINDOW)] if window.start > 0 else None),
         later=every[window.stop] if window.stop < len(every) else None,
         block_counts={r.seq: r.block_count for r in rows},
         blocks_from=blocks_from,
@@ -161,7 +173,7 @@ def _more_blocks(
         start=seq,
         blocks_from=start,
     )
-    context = presenters.context_blocks(
+    context = context_blocks(
         conversation, options, policy, read, view=view, effective=effective, seq=seq, start=start
     )
     if context is None:
@@ -202,7 +214,7 @@ def conversation_context(
             effective=effective and policy is not None,
             start=start,
         )
-        context = presenters.context_page(
+        context = context_page(
             conversation, options, policy, read, view=view, effective=effective, start=start
         )
     except OptionError as exc:
@@ -232,14 +244,14 @@ def conversation_diff(
     other = params.get("b_conversation")
     right_conversation = conversation_or_404(other) if other else conversation
     try:
-        left = presenters.DiffSide(
+        left = DiffSide(
             label="A",
             vision=vision,
             shape=shape,
             policy=_form_policy({k: v for k, v in params.items() if not k.startswith("b_")}),
             conversation=conversation,
         )
-        right = presenters.DiffSide(
+        right = DiffSide(
             label="B",
             vision=right_options.vision,
             shape=right_options.shape,
@@ -254,15 +266,13 @@ def conversation_diff(
                 _side_payload(conversation, left),
                 _side_payload(right_conversation, right),
             )
-            context = presenters.diff_page(left, right, payloads, start=start, here_query=params)
+            context = diff_page(left, right, payloads, start=start, here_query=params)
     except OptionError as exc:
         return bad_request(request, exc.message)
     return render(request, "conversations/diff.html", context)
 
 
-def _policy_result(
-    conversation: Conversation, side: presenters.DiffSide
-) -> policy_reads.PolicyResult | None:
+def _policy_result(conversation: Conversation, side: DiffSide) -> policy_reads.PolicyResult | None:
     if side.policy is None:
         return None
     input_tokens = None
@@ -276,8 +286,8 @@ def _policy_result(
 
 def _diff_window(
     conversation: Conversation,
-    left: presenters.DiffSide,
-    right: presenters.DiffSide,
+    left: DiffSide,
+    right: DiffSide,
     start: int,
     params: dict[str, str],
 ) -> dict[str, object]:
@@ -289,9 +299,7 @@ def _diff_window(
     first, both = min(kept), max(kept)
     total_rows = max(0, conversation.message_count - first)
     start = max(0, min(start, max(0, total_rows - 1)))
-    seqs = range(
-        first + start, min(conversation.message_count, first + start + presenters.DIFF_WINDOW)
-    )
+    seqs = range(first + start, min(conversation.message_count, first + start + DIFF_WINDOW))
     found, roles, (lefts, rights) = policy_reads.window(conversation, seqs, results)
     rows = []
     for seq, role, a, b in zip(found, roles, lefts, rights, strict=True):
@@ -310,7 +318,7 @@ def _diff_window(
     if left.policy != right.policy and len(only) == 1 and left.vision == right.vision:
         # One side's policy is the only difference: its changed messages, counted in SQL.
         differing = policy_reads.count_from(only[0], both) + (both - first)
-        return presenters.diff_window_page(
+        return diff_window_page(
             left,
             right,
             rows,
@@ -325,7 +333,7 @@ def _diff_window(
     if left.vision != right.vision:
         differs |= policy_reads.image_seqs(conversation)
     differing = len({s for s in differs if s >= both}) + (both - first)
-    return presenters.diff_window_page(
+    return diff_window_page(
         left,
         right,
         rows,
@@ -337,7 +345,7 @@ def _diff_window(
 
 
 def _diff_side(
-    message: replay.StoredMessage | None, side: presenters.DiffSide, *, index: int, role: str
+    message: replay.StoredMessage | None, side: DiffSide, *, index: int, role: str
 ) -> diff_core.Side | None:
     """One message of one side of the diff as `side` projects it (None: that side lacks it)."""
     if message is None:
@@ -346,15 +354,15 @@ def _diff_side(
     return diff_core.Side(index=index, role=role, text=diff_core.content_text(projected))
 
 
-def _side_payload(conversation: Conversation, side: presenters.DiffSide) -> replay.Payload:
+def _side_payload(conversation: Conversation, side: DiffSide) -> replay.Payload:
     """One side's projection of `conversation` (its toggles, after its policy if any) for
     the page, from its messages with their texts cut as pages cut them (docs/contract.md
     §7): read a window at a time, so the page's memory is bounded by its messages' count,
     never by their size."""
     result = _policy_result(conversation, side)
     messages: list[replay.StoredMessage] = []
-    for low in range(0, conversation.message_count, presenters.DIFF_WINDOW):
-        seqs = range(low, min(conversation.message_count, low + presenters.DIFF_WINDOW))
+    for low in range(0, conversation.message_count, DIFF_WINDOW):
+        seqs = range(low, min(conversation.message_count, low + DIFF_WINDOW))
         _, _, (found,) = policy_reads.window(conversation, seqs, [result])
         messages.extend(m for m in found if m is not None)
     return replay.project(messages, vision=side.vision, shape=side.shape)

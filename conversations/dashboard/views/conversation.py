@@ -22,12 +22,27 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import push_url
 
-from conversations.core import compact, page_windows, replay
-from conversations.core.context_windows import MAX_WINDOW
+from conversations.alerts.views import alerts_context
+from conversations.core import page_windows, replay
+from conversations.core.counting import compact
+from conversations.core.counting.context_windows import MAX_WINDOW
 from conversations.core.options import OptionError, ReplayOptions, ShapeSource
-from conversations.dashboard import presenters
-from conversations.dashboard.views.alerts import alerts_context
-from conversations.dashboard.views.common import (
+from conversations.dashboard.presenters.conversation import PageRead, conversation_page
+from conversations.dashboard.presenters.messages import (
+    block_full_text,
+    more_blocks,
+    with_notes,
+    without_images,
+)
+from conversations.dashboard.views.share_panel import with_shares
+from conversations.record import streams
+from conversations.record.counting import preview_counts, token_counts
+from conversations.record.models.conversation import Conversation
+from conversations.record.notes import reads as note_reads
+from conversations.record.reads import selectors, shapes
+from conversations.record.search import finder as finder_reads
+from conversations.record.services.conversations import conversation_window_set
+from conversations.web.pages import (
     HtmxHttpRequest,
     Narrow,
     bad_request,
@@ -39,19 +54,7 @@ from conversations.dashboard.views.common import (
     unchanged,
     view_query,
     with_options,
-    with_shares,
 )
-from conversations.record import (
-    finder_reads,
-    note_reads,
-    preview_counts,
-    selectors,
-    services,
-    shapes,
-    streams,
-    token_counts,
-)
-from conversations.record.models import Conversation
 
 
 @require_GET
@@ -115,9 +118,7 @@ def conversation_window(request: HttpRequest, conversation_id: str) -> HttpRespo
         return bad_request(
             request, f"The window must be a whole number of tokens from 1 to {MAX_WINDOW:,}."
         )
-    services.conversation_window_set(
-        conversation=conversation, tokens=int(value) if value else None
-    )
+    conversation_window_set(conversation=conversation, tokens=int(value) if value else None)
     return redirect(conversation.get_absolute_url())
 
 
@@ -141,14 +142,14 @@ def page_context(
     pressure = token_counts.pressure(
         conversation, ReplayOptions(vision, shape), query=view or {}, total_blocks=total_blocks
     )
-    read = presenters.PageRead(
+    read = PageRead(
         rows=rows,
         total_blocks=total_blocks,
         pressure=pressure,
         counted=token_counts.counted_shown(conversation, pressure, rows),
         pairs=finder_reads.tool_pairs(conversation, rows),
     )
-    context = presenters.conversation_page(
+    context = conversation_page(
         conversation,
         read,
         window=window,
@@ -159,7 +160,7 @@ def page_context(
         later=later,
     )
     notes = note_reads.notes_at(conversation.id, [row.seq for row in rows])
-    context["messages"] = presenters.with_notes(conversation.id, context["messages"], notes)
+    context["messages"] = with_notes(conversation.id, context["messages"], notes)
     return context
 
 
@@ -281,7 +282,7 @@ def block_text_response(conversation: Conversation, seq: int, block: int) -> Htt
     found = selectors.block_row(conversation, seq, block)
     if found is None or found.type == "image":
         raise Http404("No such text block.")
-    return plain_response(presenters.block_full_text(found))
+    return plain_response(block_full_text(found))
 
 
 @require_GET
@@ -310,9 +311,9 @@ def message_blocks_response(
     rows = selectors.preview_rows(conversation, [seq], blocks_from=start or 0)
     if start is None or not rows or start >= rows[0].block_count:
         raise Http404("No such message or block.")
-    more = presenters.more_blocks(conversation.id, rows[0], start)
+    more = more_blocks(conversation.id, rows[0], start)
     if not images:
-        more = dataclasses.replace(more, blocks=presenters.without_images(more.blocks))
+        more = dataclasses.replace(more, blocks=without_images(more.blocks))
     return render(request, "conversations/detail.html#more-blocks", {"more": more})
 
 

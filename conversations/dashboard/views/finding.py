@@ -11,13 +11,9 @@ from django.views.decorators.http import require_GET
 
 from conversations.core.finder import Cursor, FindError, parse_cursor, parse_kind
 from conversations.core.search import QueryError
-from conversations.dashboard.views.common import (
-    conversation_or_404,
-    json_response,
-    operator_required,
-)
-from conversations.record import finder_reads
-from conversations.record.models import Conversation
+from conversations.record.models.conversation import Conversation
+from conversations.record.search import finder as finder_reads
+from conversations.web.pages import conversation_or_404, json_response, operator_required
 
 # A JSON answer is never markup, whatever it quotes; escaped anyway, as json_script does,
 # so that no sniffing reader ever meets a tag in it.

@@ -11,18 +11,23 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
+from conversations.alerts import reads as alert_reads
 from conversations.core.list_status import ListFilters
 from conversations.core.options import OptionError
 from conversations.core.search import MAX_QUERY_CHARS, QueryError
-from conversations.dashboard import presenters, socket_urls
-from conversations.dashboard.views.common import (
-    ADD_PERMISSION,
-    HtmxHttpRequest,
-    bad_request,
-    operator_required,
+from conversations.dashboard import socket_urls
+from conversations.dashboard.presenters.listing import (
+    conversation_rows,
+    list_empty,
+    list_pager,
+    list_summary,
+    rejected_spans_note,
 )
-from conversations.record import alert_reads, note_reads, search_reads, selectors
-from conversations.record.models import Conversation
+from conversations.ingest import reads as ingest_reads
+from conversations.record.models.conversation import Conversation
+from conversations.record.notes import reads as note_reads
+from conversations.record.search import reads as search_reads
+from conversations.web.pages import ADD_PERMISSION, HtmxHttpRequest, bad_request, operator_required
 
 PER_PAGE = 25
 REJECTED_SPANS_SHOWN = timedelta(hours=24)
@@ -58,12 +63,12 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
         "page": page,
         "q": q,
         "filters": filters,
-        "pager": presenters.list_pager(page, q=q, filters=filters),
-        "empty": presenters.list_empty(q=q, filters=filters),
-        "summary": "" if error else presenters.list_summary(page, q=q, filters=filters),
+        "pager": list_pager(page, q=q, filters=filters),
+        "empty": list_empty(q=q, filters=filters),
+        "summary": "" if error else list_summary(page, q=q, filters=filters),
         "error": error,
         "max_query": MAX_QUERY_CHARS,
-        "rows": presenters.conversation_rows(
+        "rows": conversation_rows(
             conversations,
             hits=hits,
             labels=note_reads.labels_of([c.pk for c in conversations]),
@@ -73,8 +78,8 @@ def conversation_list(request: HtmxHttpRequest) -> HttpResponse:
         # live is not checked against a search or a filter.
         "live": page.number == 1 and not q and not filters,
         "can_import": request.user.has_perm(ADD_PERMISSION),
-        "rejected_spans": presenters.rejected_spans_note(
-            *selectors.spans_rejected_since(timezone.now() - REJECTED_SPANS_SHOWN)
+        "rejected_spans": rejected_spans_note(
+            *ingest_reads.spans_rejected_since(timezone.now() - REJECTED_SPANS_SHOWN)
         ),
         "socket_url": socket_urls.list_socket_url(since),
     }

@@ -15,10 +15,14 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from conversations.core import notes
-from conversations.dashboard import presenters
-from conversations.dashboard.views.common import conversation_or_404, operator_required
-from conversations.record import note_reads, selectors, services
-from conversations.record.models import Conversation, Note
+from conversations.dashboard.presenters.notes import note_item, notes_view
+from conversations.record.errors import IngestError
+from conversations.record.models.conversation import Conversation
+from conversations.record.models.notes import Note
+from conversations.record.notes import reads as note_reads
+from conversations.record.notes import services as services_module
+from conversations.record.reads import selectors
+from conversations.web.pages import conversation_or_404, operator_required
 
 
 def _notes_answer(
@@ -36,7 +40,7 @@ def _notes_answer(
         raise Http404("No such message.")
     if not getattr(request, "htmx", None) and status == 200:
         return redirect(conversation.get_absolute_url() + f"#m-{seq}")
-    view = presenters.notes_view(
+    view = notes_view(
         conversation.id,
         seq,
         message.block_count,
@@ -75,7 +79,7 @@ def note_add(request: HttpRequest, conversation_id: str, seq: int) -> HttpRespon
         if block and (not block.isascii() or not block.isdigit() or len(block) > 9):
             raise notes.NoteError("block", "must be a block number, or empty for the message")
         text, labels = _form(request.POST)
-        services.note_add(
+        services_module.note_add(
             conversation=conversation,
             message_seq=seq,
             block_seq=int(block) if block else None,
@@ -83,12 +87,12 @@ def note_add(request: HttpRequest, conversation_id: str, seq: int) -> HttpRespon
             labels=labels,
             user=request.user,
         )
-    except (notes.NoteError, services.IngestError) as exc:
+    except (notes.NoteError, IngestError) as exc:
         return _notes_answer(request, conversation, seq, error=_sentence(exc), status=400)
     return _notes_answer(request, conversation, seq)
 
 
-def _sentence(exc: notes.NoteError | services.IngestError) -> str:
+def _sentence(exc: notes.NoteError | IngestError) -> str:
     names = {"text": "The note", "labels": "Labels", "block": "Block", "seq": "This message"}
     field = exc.field.split("[")[0]
     return f"{names.get(field, field)}: {exc.message}."
@@ -103,7 +107,7 @@ def note_detail(request: HttpRequest, conversation_id: str, note_id: int) -> Htt
     editing = request.GET.get("edit") == "1"
     if editing and not note_reads.may_edit(found, request.user):
         raise PermissionDenied
-    item = presenters.note_item(conversation.id, note_reads.value(found), whole=True)
+    item = note_item(conversation.id, note_reads.value(found), whole=True)
     return render(request, "conversations/detail.html#note", {"note": item, "editing": editing})
 
 
@@ -123,8 +127,8 @@ def note_edit(request: HttpRequest, conversation_id: str, note_id: int) -> HttpR
         )
     try:
         text, labels = _form(request.POST)
-        services.note_edit(note=found, text=text, labels=labels)
-    except (notes.NoteError, services.IngestError) as exc:
+        services_module.note_edit(note=found, text=text, labels=labels)
+    except (notes.NoteError, IngestError) as exc:
         return _notes_answer(
             request, conversation, found.message_seq, error=_sentence(exc), status=400
         )
@@ -145,5 +149,5 @@ def note_delete(request: HttpRequest, conversation_id: str, note_id: int) -> Htt
             error="Only the note's author, or a user who may delete notes, may delete it.",
             status=403,
         )
-    services.note_delete(note=found)
+    services_module.note_delete(note=found)
     return _notes_answer(request, conversation, found.message_seq)

@@ -17,23 +17,21 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from conversations.core import replay
-from conversations.dashboard.views.common import (
-    SHARE_PERMISSION,
-    View,
-    conversation_or_404,
-    operator_required,
-    shares_context,
-    with_shares,
-)
 from conversations.dashboard.views.conversation import detail_response
-from conversations.record import selectors, services
-from conversations.record.models import Conversation
+from conversations.dashboard.views.share_panel import shares_context, with_shares
+from conversations.record.errors import IngestError
+from conversations.record.models.conversation import Conversation
+from conversations.sharing import reads as sharing_reads
+from conversations.sharing import services as services_module
+from conversations.sharing.services import SHARE_MAX_EXPIRY
+from conversations.web.pages import SHARE_PERMISSION, View, conversation_or_404, operator_required
 
 FORM_MIN_EXPIRY = timedelta(hours=1)
 
 
 def _share_form(post: Any) -> dict[str, Any]:
-    """The page's share form as `services.share_create` arguments; ValueError names the field."""
+    """The page's share form as `sharing.services.share_create` arguments; ValueError names
+    the field."""
     up_to = post.get("up_to_seq", "").strip()
     if up_to and not (up_to.isascii() and up_to.isdigit()):
         raise ValueError("Up to message # must be a message number, or empty for the whole.")
@@ -50,11 +48,11 @@ def _share_form(post: Any) -> dict[str, Any]:
         if not (chosen.isascii() and chosen.isdigit()):
             raise ValueError("Expires must be one of the choices offered.")
         # Past the longest expiry it is refused below, without overflowing a timedelta.
-        longest = int(services.SHARE_MAX_EXPIRY.total_seconds())
+        longest = int(SHARE_MAX_EXPIRY.total_seconds())
         expires_in = timedelta(seconds=min(int(chosen), longest + 1))
     else:
         expires_in = None
-    if expires_in is not None and not FORM_MIN_EXPIRY <= expires_in <= services.SHARE_MAX_EXPIRY:
+    if expires_in is not None and not FORM_MIN_EXPIRY <= expires_in <= SHARE_MAX_EXPIRY:
         raise ValueError("A link expires from 1 hour to 30 days from now, or never.")
     vision = {"": None, "1": True, "0": False}.get(post.get("vision", ""), "bad")
     shape = post.get("shape", "")
@@ -107,12 +105,12 @@ def share_create(request: HttpRequest, conversation_id: str) -> HttpResponse:
     conversation = conversation_or_404(conversation_id)
     try:
         arguments = _share_form(request.POST)
-        _, clear = services.share_create(
+        _, clear = services_module.share_create(
             conversation=conversation, created_by=request.user, **arguments
         )
     except ValueError as exc:
         return _shares_answer(request, conversation, share_error=str(exc))
-    except services.IngestError as exc:
+    except IngestError as exc:
         return _shares_answer(request, conversation, share_error=str(exc))
     url = request.build_absolute_uri(reverse("share", kwargs={"token": clear}))
     return _shares_answer(request, conversation, new_share_url=url)
@@ -123,8 +121,8 @@ def share_create(request: HttpRequest, conversation_id: str) -> HttpResponse:
 @sharing_required
 def share_revoke(request: HttpRequest, conversation_id: str, share_id: int) -> HttpResponse:
     conversation = conversation_or_404(conversation_id)
-    link = selectors.share_by_id(share_id)
+    link = sharing_reads.share_by_id(share_id)
     if link is None or link.conversation_id != conversation.id:
         raise Http404("No such share link.")
-    services.share_revoke(link=link)
+    services_module.share_revoke(link=link)
     return _shares_answer(request, conversation)

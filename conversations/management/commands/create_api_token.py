@@ -3,7 +3,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from conversations.record import services
+from conversations.record.services.api_tokens import api_token_create
 
 
 class Command(BaseCommand):
@@ -25,7 +25,7 @@ class Command(BaseCommand):
         if expires_in is not None and not 1 <= expires_in <= 3650:
             raise CommandError(f"--expires-in must be 1 to 3650 days, not {expires_in}.")
         lifetime = timedelta(days=expires_in) if expires_in is not None else None
-        token, clear = services.api_token_create(label=label, expires_in=lifetime)
+        token, clear = api_token_create(label=label, expires_in=lifetime)
         until = f", until {token.expires_at:%Y-%m-%d %H:%M} UTC" if token.expires_at else ""
         self.stdout.write(
             f"Created API token {token.pk} for {label!r}{until}. It is shown only once:"

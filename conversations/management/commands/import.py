@@ -15,7 +15,13 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from conversations.core import importers
-from conversations.record import services
+from conversations.ingest.imports import (
+    ImportOutcome,
+    conversation_import,
+    gc_paused,
+    transcript_import,
+)
+from conversations.record.errors import IngestError
 
 
 class Command(BaseCommand):
@@ -36,7 +42,7 @@ class Command(BaseCommand):
                 named = exc.format or options["format"]
                 self.stderr.write(f"{name}: not imported{f' as {named}' if named else ''}: {exc}")
                 continue
-            except (services.IngestError, OSError) as exc:
+            except (IngestError, OSError) as exc:
                 failed += 1
                 self.stderr.write(f"{name}: not imported: {exc}")
                 continue
@@ -50,9 +56,9 @@ class Command(BaseCommand):
         if failed:
             raise CommandError(f"{failed} of {len(files)} files were not imported.")
 
-    def _one(self, path: Path, format: Any, title: str | None) -> services.ImportOutcome:
+    def _one(self, path: Path, format: Any, title: str | None) -> ImportOutcome:
         limit = settings.REPLAY_MAX_BODY_MB * 1024 * 1024
-        with path.open("rb") as file, services.gc_paused():
+        with path.open("rb") as file, gc_paused():
             first = _line(file, limit, 1)
             if not first:  # nothing at all, whatever the format: worded as the API words it
                 raise importers.EmptyFileError()
@@ -70,10 +76,8 @@ class Command(BaseCommand):
                         "(REPLAY_MAX_BODY_MB); a Claude Code file is streamed instead",
                     )
                 # As the API: the format chosen (a named one checked) before the same bytes.
-                return services.transcript_import(
-                    raw=raw, format=format, title=title, file_name=path.name
-                )
-        return services.conversation_import(
+                return transcript_import(raw=raw, format=format, title=title, file_name=path.name)
+        return conversation_import(
             sha256=sha256, imported=imported, title=title, file_name=path.name
         )
 

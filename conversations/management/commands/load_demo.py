@@ -3,7 +3,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from conversations.record.demo import load_demo
-from conversations.record.models import Conversation
+from conversations.record.models.conversation import Conversation
 
 
 class Command(BaseCommand):

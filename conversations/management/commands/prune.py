@@ -3,7 +3,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from conversations.record import services
+from conversations.record.services.conversations import conversations_prune
 
 
 class Command(BaseCommand):
@@ -28,7 +28,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, days: int, dry_run: bool, **options: Any) -> None:
         if days < 1:
             raise CommandError(f"--older-than must be at least 1 day, not {days}.")
-        stale = services.conversations_prune(older_than=timedelta(days=days), dry_run=dry_run)
+        stale = conversations_prune(older_than=timedelta(days=days), dry_run=dry_run)
         for pk, title in stale:
             self.stdout.write(f"{pk} {title}")
         verb = "Would delete" if dry_run else "Deleted"

@@ -3,8 +3,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from conversations.record import services
-from conversations.record.models import ApiToken
+from conversations.record.models.tokens import ApiToken
+from conversations.record.services.api_tokens import api_token_revoke
 
 # Rotation (docs/deploying.md): create the new token, give it to the agents, watch the old
 # one's "last used" stop moving in `--list`, then revoke it by id or by its printed prefix.
@@ -32,7 +32,7 @@ class Command(BaseCommand):
         if found.revoked_at is not None:
             self.stdout.write(f"API token {found.pk} ({found}) was already revoked.")
             return
-        services.api_token_revoke(token=found)
+        api_token_revoke(token=found)
         self.stdout.write(f"Revoked API token {found.pk} ({found}).")
 
     def find(self, given: str) -> ApiToken:

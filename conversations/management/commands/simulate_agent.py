@@ -6,8 +6,8 @@ from typing import Any
 import orjson
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from conversations.record import services
 from conversations.record.demo import DEMO_PNG
+from conversations.record.services.api_tokens import api_token_create, api_token_delete
 
 STREAMED_ANSWER = [
     "The latency spike on api-7 lines up with the 14:02 deploy.",
@@ -36,7 +36,7 @@ class Command(BaseCommand):
             raise CommandError("--speed must be greater than 0.")
         # Through the server's own API (and so its services): with the embedded in-process
         # channel layer, only the server process can tell its watchers.
-        token, clear = services.api_token_create(label="simulate_agent (temporary)")
+        token, clear = api_token_create(label="simulate_agent (temporary)")
         base = url.rstrip("/")
 
         def call(path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -123,5 +123,5 @@ class Command(BaseCommand):
                 add(answer, {"type": "text", "text": text})
         finally:
             # A temporary credential: gone once the turn is played, not left behind revoked.
-            services.api_token_delete(token=token)
+            api_token_delete(token=token)
         self.stdout.write(self.style.SUCCESS("Done."))

@@ -8,9 +8,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from conversations.record import services
-from conversations.record.file_follower import Tail
-from conversations.record.tail_remote import ServerApi, ServerUnreachable
+from conversations.ingest.file_follower import Tail
+from conversations.ingest.tail_remote import ServerApi, ServerUnreachable
+from conversations.record.services.api_tokens import api_token_create, api_token_delete
 
 DISCOVER_EVERY = 2.0  # seconds between looks for new session files in a directory
 
@@ -70,7 +70,7 @@ class Command(BaseCommand):
         temporary = None
         if url is not None and token is None:
             # As simulate_agent does: a credential for this run only, deleted when it stops.
-            temporary, token = services.api_token_create(label="tail --url (temporary)")
+            temporary, token = api_token_create(label="tail --url (temporary)")
         server = ServerApi(base=url, token=token) if url is not None and token else None
         stopping = False
 
@@ -105,4 +105,4 @@ class Command(BaseCommand):
         finally:
             tail.close()
             if temporary is not None:
-                services.api_token_delete(token=temporary)
+                api_token_delete(token=temporary)

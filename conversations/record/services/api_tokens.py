@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from conversations.record.models import ApiToken
+from conversations.record.models.tokens import ApiToken
 
 
 def api_token_create(*, label: str, expires_in: timedelta | None = None) -> tuple[ApiToken, str]:

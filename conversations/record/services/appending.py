@@ -14,8 +14,9 @@ from django.utils import timezone
 
 from conversations.core import list_status, replay
 from conversations.core.blocks import BlockKind, kind_named, tool_side
-from conversations.record import events, metrics
-from conversations.record.models import Block, BlockType, Conversation, Message, Role
+from conversations.record import events, metrics, signals
+from conversations.record.errors import IngestError
+from conversations.record.models.conversation import Block, BlockType, Conversation, Message, Role
 from conversations.record.schemas import (
     BlockIn,
     ImageIn,
@@ -27,12 +28,16 @@ from conversations.record.schemas import (
     image_size,
 )
 from conversations.record.services import token_figures
-from conversations.record.services.alerts import alerts_on_commit
-from conversations.record.services.conversations import _lock
-from conversations.record.services.errors import IngestError
-from conversations.record.services.finder_marks import _mark_problems
-from conversations.record.services.inserts import _bulk_insert, _column, _db, _new_row, _stored
-from conversations.record.services.search_entries import _insert_search_entries, _search_entries
+from conversations.record.services.conversations import lock_conversation
+from conversations.record.services.finder_marks import mark_problems
+from conversations.record.services.inserts import (
+    bulk_insert,
+    new_row,
+    quoted_column,
+    stored_value,
+    write_db,
+)
+from conversations.record.services.search_entries import entries_of, insert_search_entries
 
 UNKNOWN_TOOL = "unknown"
 
@@ -106,7 +111,7 @@ def _append(
         )
         now = timezone.now()
         stored = [
-            _new_row(
+            new_row(
                 Message,
                 "conversation",
                 conversation,
@@ -127,21 +132,21 @@ def _append(
         # Each block counted once, here: its texts counted beside this thread while the
         # database indexes the batch's words (the search entries need no ids).
         counting = token_figures.start_counting(rows)
-        _insert_search_entries(
+        insert_search_entries(
             conversation,
             [
                 entry
                 for message, message_rows in zip(stored, rows, strict=True)
-                for entry in _search_entries(message, message_rows)
+                for entry in entries_of(message, message_rows)
             ],
         )
         token_figures.count_new(conversation, stored, rows, counting)
-        _bulk_insert(Message, stored)
+        bulk_insert(Message, stored)
         for message, message_rows in zip(stored, rows, strict=True):
             for row in message_rows:
                 row.message_id = message.pk
-        _bulk_insert(Block, [row for message_rows in rows for row in message_rows])
-        _mark_problems(conversation, list(zip(stored, rows, strict=True)))
+        bulk_insert(Block, [row for message_rows in rows for row in message_rows])
+        mark_problems(conversation, list(zip(stored, rows, strict=True)))
         conversation.message_count = claimed.message_count
         conversation.block_count = claimed.block_count
         conversation.error_count = claimed.error_count
@@ -158,7 +163,13 @@ def _append(
             }
         )
         first_error = next((first + i for i, count in enumerate(failed) if count), None)
-        alerts_on_commit(conversation.id, first_seq=first, errors=errors, error_seq=first_error)
+        signals.appended.send(
+            sender=Message,
+            conversation_id=conversation.id,
+            first_seq=first,
+            errors=errors,
+            error_seq=first_error,
+        )
     return list(zip(stored, rows, strict=True))
 
 
@@ -166,7 +177,7 @@ def block_append(*, message: Message, block: BlockIn) -> Block:
     """Append one block at the end of a message; broadcasts conversation.block_added on commit."""
     _check_images(message.role, [block], "block")
     with transaction.atomic():
-        locked = _lock(message.conversation)
+        locked = lock_conversation(message.conversation)
         # The conversation lock serialises appends, so this count is current.
         current = Message.objects.get(pk=message.pk)
         names = _resolve_names(locked, [block], up_to_message_seq=current.seq)
@@ -181,8 +192,8 @@ def block_append(*, message: Message, block: BlockIn) -> Block:
                 changes["unanswered_calls"] = F("unanswered_calls") + change
         token_figures.block_added(locked, current, row)
         row.save(force_insert=True)
-        _insert_search_entries(locked, _search_entries(current, [row]))
-        _mark_problems(locked, [(current, [row])])
+        insert_search_entries(locked, entries_of(current, [row]))
+        mark_problems(locked, [(current, [row])])
         Message.objects.filter(pk=current.pk).update(block_count=F("block_count") + 1)
         _touch(locked, **changes)
         message.block_count = current.block_count + 1
@@ -195,8 +206,9 @@ def block_append(*, message: Message, block: BlockIn) -> Block:
                 "block_seq": row.seq,
             }
         )
-        alerts_on_commit(
-            locked.id,
+        signals.appended.send(
+            sender=Message,
+            conversation_id=locked.id,
             first_seq=current.seq,
             errors=int(row.is_error),
             error_seq=current.seq if row.is_error else None,
@@ -229,11 +241,11 @@ def _claim(
     SQL of its own (the ORM's query building cost more than the statement did). `model`:
     kept when empty.
 
-    Raises Conversation.DoesNotExist when the row is gone, as `_lock` does."""
-    db = _db()
-    params: list[Any] = [_stored(Conversation, "updated_at", now)] * 2
+    Raises Conversation.DoesNotExist when the row is gone, as `lock_conversation` does."""
+    db = write_db()
+    params: list[Any] = [stored_value(Conversation, "updated_at", now)] * 2
     params += [messages, blocks, errors, unanswered, *([model] if model else [])]
-    params.append(_stored(Conversation, "id", conversation.pk))
+    params.append(stored_value(Conversation, "id", conversation.pk))
     with db.cursor() as cursor:
         cursor.execute(_claim_sql(db.vendor, bool(model)), params)
         rows = cursor.fetchall()
@@ -247,7 +259,7 @@ def _claim_sql(vendor: str, model: bool) -> str:
     """`_claim`'s statement (setting the model or not), built once per database vendor."""
 
     def column(name: str) -> str:
-        return _column(Conversation, name)
+        return quoted_column(Conversation, name)
 
     # `now` was taken before the lock, maybe before a writer that held it committed: the
     # later of the two, so that the row's time never goes back.
@@ -261,7 +273,7 @@ def _claim_sql(vendor: str, model: bool) -> str:
     if model:
         sets.append(f"{column('model')} = %s")
     return (
-        f"UPDATE {_db().ops.quote_name(Conversation._meta.db_table)} "
+        f"UPDATE {write_db().ops.quote_name(Conversation._meta.db_table)} "
         f"SET {', '.join(sets)} WHERE {column('id')} = %s "
         f"RETURNING {', '.join(column(name) for name in Claimed._fields)}"
     )
@@ -371,4 +383,4 @@ def _row(message: Message, seq: int, block: BlockIn, name: str) -> Block:
             columns.update(media_type=media_type, data=data, width=width, height=height)
         case _:
             assert_never(block)
-    return _new_row(Block, "message", message, **columns)
+    return new_row(Block, "message", message, **columns)

@@ -1,5 +1,5 @@
 """Conversations as wholes: create, describe, delete (with all they hold) and prune;
-`_lock`, the row lock every write into a conversation holds."""
+`lock_conversation`, the row lock every write into a conversation holds."""
 
 from __future__ import annotations
 
@@ -11,15 +11,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from conversations.record import events
-from conversations.record.models import Block, Conversation, FinderMark, Message, SearchEntry
-from conversations.record.services.search_entries import _index_title
+from conversations.record.models.conversation import Block, Conversation, Message
+from conversations.record.models.search import FinderMark, SearchEntry
+from conversations.record.services.search_entries import index_title
 
 
 def conversation_create(*, title: str, metadata: dict[str, Any] | None = None) -> Conversation:
     """Create an empty conversation; broadcasts conversation.created on commit."""
     with transaction.atomic():
         conversation = Conversation.objects.create(title=title, metadata=metadata or {})
-        _index_title(conversation)
+        index_title(conversation)
         events.publish_on_commit(
             {"type": "conversation.created", "conversation_id": str(conversation.id)}
         )
@@ -34,7 +35,7 @@ def conversation_update(
         conversation.title = title
         conversation.metadata = metadata
         conversation.save(update_fields=["title", "metadata", "updated_at"])
-        _index_title(conversation)
+        index_title(conversation)
     return conversation
 
 
@@ -42,7 +43,7 @@ def conversation_window_set(*, conversation: Conversation, tokens: int | None) -
     """Count this conversation against a window of `tokens` (None: its model's window),
     kept in its metadata as `context_window` (docs/contract.md §7)."""
     with transaction.atomic():
-        locked = _lock(conversation)
+        locked = lock_conversation(conversation)
         metadata = {k: v for k, v in locked.metadata.items() if k != "context_window"}
         if tokens is not None:
             metadata["context_window"] = tokens
@@ -53,7 +54,9 @@ def conversation_delete(*, conversation: Conversation) -> tuple[int, int]:
     """Delete a conversation with its messages and blocks, whole or not at all; returns
     (messages, blocks) deleted. Broadcasts conversation.deleted on commit."""
     with transaction.atomic():
-        locked = _lock(conversation)  # no append can land in a half-deleted conversation
+        locked = lock_conversation(
+            conversation
+        )  # no append can land in a half-deleted conversation
         # Children first, each in one statement: the collector would load every message.
         blocks, _ = Block.objects.filter(message__conversation=locked).delete()
         # Its search entries too (on SQLite the FTS5 index follows by trigger).
@@ -87,7 +90,7 @@ def conversations_prune(
     return stale
 
 
-def _lock(conversation: Conversation) -> Conversation:
+def lock_conversation(conversation: Conversation) -> Conversation:
     # select_for_update locks the row on PostgreSQL; SQLite's IMMEDIATE transactions
     # already hold the database write lock from BEGIN.
     return Conversation.objects.select_for_update().get(pk=conversation.pk)

@@ -8,19 +8,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from conversations.core.blocks import kind_named, tool_side
-from conversations.record.models import Block, BlockType, Conversation, FinderMark, Message
+from conversations.record.models.conversation import Block, BlockType, Conversation, Message
+from conversations.record.models.search import FinderMark
 from conversations.record.services.inserts import (
     ROWS_PER_STATEMENT,
-    _column,
-    _db,
-    _insert_rows,
-    _stored,
+    insert_rows,
+    quoted_column,
+    stored_value,
+    write_db,
 )
 
 ID_CHUNK = 5000  # call ids per statement (a 2,000-message batch is one of each)
 
 
-def _mark_problems(
+def mark_problems(
     conversation: Conversation, stored: Sequence[tuple[Message, Sequence[Block]]]
 ) -> None:
     """Mark the new blocks' errors and unanswered calls; unmark the calls their results
@@ -39,11 +40,11 @@ def _mark_problems(
                         errors.append((message.seq, row.seq, FinderMark.Kind.ERROR, row.call_id))
                 case None:
                     pass
-    key = _stored(FinderMark, "conversation", conversation.pk)
+    key = stored_value(FinderMark, "conversation", conversation.pk)
     for chunk in _chunks(sorted(answers)):
         _unmark(key, chunk)
     if errors:
-        _insert_rows(
+        insert_rows(
             FinderMark._meta.db_table,
             ("conversation_id", "message_seq", "block_seq", "kind", "call_id"),
             [(key, seq, block, str(kind), call_id) for seq, block, kind, call_id in errors],
@@ -52,7 +53,7 @@ def _mark_problems(
     unanswered = [
         (seq, block, call_id) for seq, block, _, call_id in calls if call_id not in answers
     ]
-    limit = _db().features.max_query_params
+    limit = write_db().features.max_query_params
     per_statement = min(ROWS_PER_STATEMENT, (limit - 4) // 3 if limit else ROWS_PER_STATEMENT)
     for start in range(0, len(unanswered), per_statement):
         _mark_unanswered(key, unanswered[start : start + per_statement])
@@ -64,7 +65,7 @@ def _mark_problems(
 
 def _unmark(key: Any, call_ids: list[str]) -> None:
     """Remove the conversation's (`key`: its id as stored) unanswered marks of these calls."""
-    db = _db()
+    db = write_db()
     with db.cursor() as cursor:
         cursor.execute(
             _unmark_sql(db.vendor, len(call_ids)),
@@ -75,10 +76,10 @@ def _unmark(key: Any, call_ids: list[str]) -> None:
 @functools.lru_cache(maxsize=64)
 def _unmark_sql(vendor: str, ids: int) -> str:
     return (
-        f"DELETE FROM {_db().ops.quote_name(FinderMark._meta.db_table)} "
-        f"WHERE {_column(FinderMark, 'conversation')} = %s "
-        f"AND {_column(FinderMark, 'kind')} = %s "
-        f"AND {_column(FinderMark, 'call_id')} IN ({', '.join(['%s'] * ids)})"
+        f"DELETE FROM {write_db().ops.quote_name(FinderMark._meta.db_table)} "
+        f"WHERE {quoted_column(FinderMark, 'conversation')} = %s "
+        f"AND {quoted_column(FinderMark, 'kind')} = %s "
+        f"AND {quoted_column(FinderMark, 'call_id')} IN ({', '.join(['%s'] * ids)})"
     )
 
 
@@ -87,7 +88,7 @@ def _mark_unanswered(key: Any, calls: list[tuple[int, int, str]]) -> None:
     result stored in the conversation answers already: asked in the same statement, through
     the call_id index, the conversation checked per block found (a correlated EXISTS), so no
     planner walks a long conversation instead."""
-    db = _db()
+    db = write_db()
     with db.cursor() as cursor:
         cursor.execute(
             _mark_sql(db.vendor, len(calls)),
@@ -103,10 +104,10 @@ def _mark_unanswered(key: Any, calls: list[tuple[int, int, str]]) -> None:
 
 @functools.lru_cache(maxsize=64)
 def _mark_sql(vendor: str, calls: int) -> str:
-    quote = _db().ops.quote_name
+    quote = write_db().ops.quote_name
     blocks = quote(Block._meta.db_table)
     columns = ", ".join(
-        _column(FinderMark, name)
+        quoted_column(FinderMark, name)
         for name in ("conversation", "message_seq", "block_seq", "kind", "call_id")
     )
     return (
@@ -114,11 +115,11 @@ def _mark_sql(vendor: str, calls: int) -> str:
         "SELECT %s, v.column1, v.column2, %s, v.column3 "
         f"FROM (VALUES {', '.join(['(%s, %s, %s)'] * calls)}) AS v "
         f"WHERE NOT EXISTS (SELECT 1 FROM {blocks} "
-        f"WHERE {blocks}.{_column(Block, 'type')} = %s "
-        f"AND {blocks}.{_column(Block, 'call_id')} = v.column3 "
+        f"WHERE {blocks}.{quoted_column(Block, 'type')} = %s "
+        f"AND {blocks}.{quoted_column(Block, 'call_id')} = v.column3 "
         f"AND EXISTS (SELECT 1 FROM {quote(Message._meta.db_table)} U0 "
-        f"WHERE U0.{_column(Message, 'conversation')} = %s "
-        f"AND U0.{_column(Message, 'id')} = {blocks}.{_column(Block, 'message')}))"
+        f"WHERE U0.{quoted_column(Message, 'conversation')} = %s "
+        f"AND U0.{quoted_column(Message, 'id')} = {blocks}.{quoted_column(Block, 'message')}))"
     )
 
 

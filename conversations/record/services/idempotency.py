@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from conversations.record.models import ApiToken, IdempotentResponse
+from conversations.record.models.tokens import ApiToken, IdempotentResponse
 
 IDEMPOTENCY_TTL = timedelta(hours=48)
 

@@ -1,11 +1,11 @@
-"""Bulk inserts for the appends: model rows made cheaply (`_new_row`), stored and given
-their new ids (`_bulk_insert`), and plain rows (`_insert_rows`).
+"""Bulk inserts for the appends: model rows made cheaply (`new_row`), stored and given
+their new ids (`bulk_insert`), and plain rows (`insert_rows`).
 
 On PostgreSQL every row of a table goes in one COPY (ids taken from the table's sequence
 first): no statement text to build, quote or parse, and the driver writes the rows in C.
 Elsewhere multi-row INSERTs, in a number of statements bounded by the parameter limit.
 
-`_column` and `_stored` write the append path's other few statements in SQL of their own
+`quoted_column` and `stored_value` write the append path's other few statements in SQL of their own
 (one message's append runs each of them: the ORM's query building cost more than the
 database's answer).
 """
@@ -20,7 +20,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, ForeignKey, Model
 
-from conversations.record.models import Block, Message
+from conversations.record.models.conversation import Block, Message
 
 M = TypeVar("M", bound=Model)
 
@@ -58,7 +58,7 @@ def _maker(model: type[M]) -> Callable[..., M]:
     return make
 
 
-def _new_row(model: type[M], parent: str, of: Model, **values: Any) -> M:
+def new_row(model: type[M], parent: str, of: Model, **values: Any) -> M:
     """An unsaved `model` row whose foreign key `parent` is `of` (cached on the row, as
     the keyword constructor would; its id is set when `of` is stored)."""
     row: M = _maker(model)(**{f"{parent}_id": of.pk}, **values)
@@ -66,24 +66,24 @@ def _new_row(model: type[M], parent: str, of: Model, **values: Any) -> M:
     return row
 
 
-def _db() -> BaseDatabaseWrapper:
+def write_db() -> BaseDatabaseWrapper:
     """This thread's connection, looked up once: `connection` looks it up again at each
     attribute, and the append path's statements read several."""
     return connections[DEFAULT_DB_ALIAS]
 
 
-def _column(model: type[Model], name: str) -> str:
+def quoted_column(model: type[Model], name: str) -> str:
     """The column of `model`'s field `name`, quoted for SQL (SQLite and PostgreSQL quote
     alike). Statements that use it are built once per database vendor and kept."""
     column = _field(model, name).column
     assert column
-    return str(_db().ops.quote_name(column))
+    return str(write_db().ops.quote_name(column))
 
 
-def _stored(model: type[Model], name: str, value: Any) -> Any:
+def stored_value(model: type[Model], name: str, value: Any) -> Any:
     """`value` as `model`'s field `name` is stored (a foreign key as its target's, a UUID or
     a datetime as this database takes it)."""
-    return _field(model, name).get_db_prep_save(value, _db())
+    return _field(model, name).get_db_prep_save(value, write_db())
 
 
 @functools.cache
@@ -93,8 +93,8 @@ def _field(model: type[Model], name: str) -> Field[Any, Any]:
     return field
 
 
-def _bulk_insert(model: type[Message] | type[Block], objs: Sequence[Message | Block]) -> None:
-    """Insert `objs` and set their ids (`_insert_rows`: one COPY on PostgreSQL, else
+def bulk_insert(model: type[Message] | type[Block], objs: Sequence[Message | Block]) -> None:
+    """Insert `objs` and set their ids (`insert_rows`: one COPY on PostgreSQL, else
     multi-row INSERTs in a bounded number of statements).
 
     `bulk_create` does the same, but prepares each value's placeholder through the query
@@ -102,7 +102,7 @@ def _bulk_insert(model: type[Message] | type[Block], objs: Sequence[Message | Bl
     """
     if not objs:
         return
-    db = _db()
+    db = write_db()
     if not db.features.can_return_rows_from_bulk_insert:
         model.objects.bulk_create(objs)  # type: ignore[arg-type]
         return
@@ -115,7 +115,7 @@ def _bulk_insert(model: type[Message] | type[Block], objs: Sequence[Message | Bl
         for obj in objs
     ]
     # The database answers the new ids in the order of the rows, as bulk_create relies on.
-    pks = _insert_rows(model._meta.db_table, columns, rows, str(model._meta.pk.column))
+    pks = insert_rows(model._meta.db_table, columns, rows, str(model._meta.pk.column))
     for obj, pk in zip(objs, pks, strict=True):
         obj.pk = pk
         obj._state.adding = False
@@ -137,13 +137,13 @@ def _steps(model: type[Model]) -> tuple[tuple[str, ...], list[tuple[str, Field[A
     return tuple(str(f.column) for f in fields), steps
 
 
-def _insert_rows(
+def insert_rows(
     table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], returning: str | None
 ) -> list[Any]:
     """Insert rows of prepared values (one COPY on PostgreSQL; elsewhere multi-row INSERTs
     of as many rows as the parameter limit allows, at most ROWS_PER_STATEMENT: statements
     of a bounded size); the `returning` column of each, in order, when one is named."""
-    db = _db()
+    db = write_db()
     if db.vendor == "postgresql" and rows:
         return _copy_rows(table, columns, rows, returning)
     head, tail, row_sql = _insert_sql(db.vendor, table, tuple(columns), returning)
@@ -165,7 +165,7 @@ def _insert_sql(
     vendor: str, table: str, columns: tuple[str, ...], returning: str | None
 ) -> tuple[str, str, str]:
     """An INSERT's text but its rows, its RETURNING clause, and one row's placeholders."""
-    quote = _db().ops.quote_name
+    quote = write_db().ops.quote_name
     head = f"INSERT INTO {quote(table)} ({', '.join(quote(c) for c in columns)}) VALUES "
     tail = f" RETURNING {quote(returning)}" if returning else ""
     return head, tail, "(" + ", ".join(["%s"] * len(columns)) + ")"
@@ -174,10 +174,10 @@ def _insert_sql(
 def _copy_rows(
     table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], returning: str | None
 ) -> list[Any]:
-    """`_insert_rows` on PostgreSQL: one COPY of every row (streamed, no statement text to
+    """`insert_rows` on PostgreSQL: one COPY of every row (streamed, no statement text to
     build or parse). With `returning`, that column's new values are taken from its
     sequence first, one per row in the rows' order, and copied with them."""
-    db = _db()
+    db = write_db()
     quote = db.ops.quote_name
     answered: list[Any] = []
     with db.cursor() as cursor:

@@ -1,6 +1,6 @@
 """Search entries, stored in the same transaction as what they index: a title's
-(`_index_title`) and a message's new blocks' (`_search_entries`,
-`_insert_search_entries`). Entries go with their conversation."""
+(`index_title`) and a message's new blocks' (`entries_of`,
+`insert_search_entries`). Entries go with their conversation."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from collections.abc import Iterable
 from django.db import connection
 
 from conversations.core import search
-from conversations.record import selectors
-from conversations.record.models import Block, Conversation, Message, SearchEntry
-from conversations.record.services.inserts import _insert_rows
+from conversations.record.models.conversation import Block, Conversation, Message
+from conversations.record.models.search import SearchEntry
+from conversations.record.reads import selectors
+from conversations.record.services.inserts import insert_rows
 
 
-def _index_title(conversation: Conversation) -> None:
+def index_title(conversation: Conversation) -> None:
     """Make the conversation's title entry hold its current title's words (untouched when
     they did not change: most updates are of the metadata)."""
     entries = SearchEntry.objects.filter(conversation=conversation, message_seq__isnull=True)
@@ -26,7 +27,7 @@ def _index_title(conversation: Conversation) -> None:
         SearchEntry.objects.create(conversation=conversation, words=found)
 
 
-def _search_entries(message: Message, rows: Iterable[Block]) -> list[tuple[int, int, str]]:
+def entries_of(message: Message, rows: Iterable[Block]) -> list[tuple[int, int, str]]:
     """The search entries (message seq, block seq, words) of a message's new blocks (none
     for a block without words); every path that stores blocks inserts these with them."""
     entries = []
@@ -36,13 +37,13 @@ def _search_entries(message: Message, rows: Iterable[Block]) -> list[tuple[int, 
     return entries
 
 
-def _insert_search_entries(conversation: Conversation, entries: list[tuple[int, int, str]]) -> None:
-    """Insert a conversation's block entries as plain rows (`_insert_rows`): a
+def insert_search_entries(conversation: Conversation, entries: list[tuple[int, int, str]]) -> None:
+    """Insert a conversation's block entries as plain rows (`insert_rows`): a
     10,000-message batch has tens of thousands of them, too many for model instances."""
     if not entries:
         return
     key = SearchEntry._meta.get_field("conversation").get_db_prep_save(conversation.pk, connection)
-    _insert_rows(
+    insert_rows(
         SearchEntry._meta.db_table,
         ("conversation_id", "message_seq", "block_seq", "words"),
         [(key, message_seq, block_seq, words) for message_seq, block_seq, words in entries],

@@ -17,13 +17,14 @@ from typing import Any, cast
 
 from django.db.models import F, JSONField
 
-from conversations.core import next_request as nr
-from conversations.core import replay, stored_counts, tokens
+from conversations.core import replay
 from conversations.core.blocks import BlockKind, Role
-from conversations.core.stored_counts import StoredFacts
-from conversations.record.models import Block, Conversation, Message
-from conversations.record.rows import block_value
-from conversations.record.services.inserts import _column, _db, _stored
+from conversations.core.counting import next_request as nr
+from conversations.core.counting import stored_counts, tokens
+from conversations.core.counting.stored_counts import StoredFacts
+from conversations.record.models.conversation import Block, Conversation, Message
+from conversations.record.reads.rows import block_value
+from conversations.record.services.inserts import quoted_column, stored_value, write_db
 
 VISION, SHAPE = stored_counts.DEFAULT
 LATER_BATCH = 1000  # later messages' running totals moved per statement batch
@@ -130,10 +131,11 @@ def _running(conversation: Conversation, seq: int) -> tuple[int, dict[str, int]]
     ORM's query building cost more than the database's answer, on every append."""
     if seq == 0:
         return 0, {}
-    db = _db()
+    db = write_db()
     with db.cursor() as cursor:
         cursor.execute(
-            _running_sql(db.vendor), [_stored(Message, "conversation", conversation.pk), seq - 1]
+            _running_sql(db.vendor),
+            [stored_value(Message, "conversation", conversation.pk), seq - 1],
         )
         previous = cursor.fetchone()
     if previous is None:
@@ -148,9 +150,10 @@ def _running(conversation: Conversation, seq: int) -> tuple[int, dict[str, int]]
 def _running_sql(vendor: str) -> str:
     """`_running`'s statement, built once per database vendor."""
     return (
-        f"SELECT {_column(Message, 'cumulative')}, {_column(Message, 'counts')} "
-        f"FROM {_db().ops.quote_name(Message._meta.db_table)} "
-        f"WHERE {_column(Message, 'conversation')} = %s AND {_column(Message, 'seq')} = %s"
+        f"SELECT {quoted_column(Message, 'cumulative')}, {quoted_column(Message, 'counts')} "
+        f"FROM {write_db().ops.quote_name(Message._meta.db_table)} "
+        f"WHERE {quoted_column(Message, 'conversation')} = %s"
+        f" AND {quoted_column(Message, 'seq')} = %s"
     )
 
 
