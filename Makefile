@@ -76,20 +76,20 @@ test-sqlite-all: install
 # Each prints its figures against the issues' targets; all of them run even if one misses.
 bench: install
 	@status=0; \
-	$(BIN)/python -m tests.bench || status=1; \
-	$(BIN)/python -m tests.bench_dashboard || status=1; \
-	$(BIN)/python -m tests.bench_live || status=1; \
-	$(BIN)/python -m tests.bench_handshake || status=1; \
-	$(BIN)/python -m tests.bench_import || status=1; \
-	$(BIN)/python -m tests.bench_context || status=1; \
-	$(BIN)/python -m tests.bench_counts || status=1; \
-	$(BIN)/python -m tests.bench_tail || status=1; \
-	$(BIN)/python -m tests.bench_ingest || status=1; \
-	$(BIN)/python -m tests.bench_search || status=1; \
-	$(BIN)/python -m tests.bench_notes || status=1; \
-	$(BIN)/python -m tests.bench_compare || status=1; \
-	$(BIN)/python -m tests.bench_alerts || status=1; \
-	$(BIN)/python -m tests.bench_streams || status=1; \
+	$(BIN)/python -m bench.targets || status=1; \
+	$(BIN)/python -m bench.dashboard || status=1; \
+	$(BIN)/python -m bench.live || status=1; \
+	$(BIN)/python -m bench.handshake || status=1; \
+	$(BIN)/python -m bench.imports || status=1; \
+	$(BIN)/python -m bench.context || status=1; \
+	$(BIN)/python -m bench.counts || status=1; \
+	$(BIN)/python -m bench.tail || status=1; \
+	$(BIN)/python -m bench.ingest || status=1; \
+	$(BIN)/python -m bench.search || status=1; \
+	$(BIN)/python -m bench.notes || status=1; \
+	$(BIN)/python -m bench.compare || status=1; \
+	$(BIN)/python -m bench.alerts || status=1; \
+	$(BIN)/python -m bench.streams || status=1; \
 	exit $$status
 
 # docs/benchmarks.md's million-message figures on PostgreSQL, apart from `bench` for they take
@@ -97,7 +97,7 @@ bench: install
 # with COPY, measures search, the finder, storage and ingest against their targets, drops it.
 SCALE_MESSAGES ?= 1000000
 bench-scale: install
-	$(BIN)/python -m tests.bench_scale --messages $(SCALE_MESSAGES)
+	$(BIN)/python -m bench.scale --messages $(SCALE_MESSAGES)
 
 clean:
 	rm -rf $(VENV) staticfiles .mypy_cache .ruff_cache .pytest_cache

@@ -27,7 +27,7 @@ class BoundedBodyASGIHandler(ASGIHandler):
     `request.body` raise RequestDataTooBig and the API answer 413.
 
     `read_body(receive)` is not a documented extension point of Django's handler (there is
-    no public one for the body); tests/test_internals.py fails on an upgrade that changes
+    no public one for the body); tests/live/test_internals.py fails on an upgrade that changes
     its signature or stops `handle` from calling it.
     """
 

@@ -208,7 +208,7 @@ def route_access_log() -> None:
     `daphne.access` instead, so they are redacted and formatted like every other line.
 
     `AccessLogGenerator.write_entry` is daphne's internal interface (no public hook exists);
-    tests/test_logs.py fails on an upgrade that changes it."""
+    tests/site/test_logs.py fails on an upgrade that changes it."""
     from daphne import access
 
     if getattr(access.AccessLogGenerator.write_entry, "routed", False):

@@ -22,8 +22,8 @@ const htmx = window.htmx;
 // extension retries, except the server's final answers (4400-4499: bad toggles, signed
 // out, no permission, deleted, too many sockets), passed on as they are, so the extension
 // stops and the page says why. An htmx upgrade that changes this fails
-// tests/browser/test_live.py (every close code reconnects), test_live_closes.py and
-// test_share.py (final closes stop) and the source check in tests/test_assets.py.
+// tests/browser/live/test_live.py (every close code reconnects), test_live_closes.py and
+// test_share.py (final closes stop) and the source check in tests/site/test_assets.py.
 function retryingSocket(url) {
   const socket = new WebSocket(url, []);
   socket.binaryType = htmx.config.wsBinaryType || "blob";

@@ -144,7 +144,7 @@ class Server:
                 self.process.wait(10)
 
 
-# daphne's options as the deployment and `make run` pass them (tests/test_socket_bounds.py
+# daphne's options as the deployment and `make run` pass them (tests/live/test_socket_bounds.py
 # checks that they do): a client's frame is capped at what a page sends (§4 Bounds). The
 # message cap is autobahn's for both directions, so it is the server's largest frame.
 DAPHNE_OPTIONS = (

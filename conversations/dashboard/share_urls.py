@@ -1,7 +1,7 @@
 """The share site, under `/s/TOKEN/`: the dashboard's own paths that a link may reach.
 
 Nothing else is routed here: the list, the admin, the API and other conversations are
-not reachable with a share token (tests/test_share.py holds the table).
+not reachable with a share token (tests/sharing/test_share.py holds the table).
 """
 
 from django.urls import path, re_path

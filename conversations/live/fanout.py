@@ -230,7 +230,7 @@ async def deliver(sockets: list[ConversationConsumer], positions: list[tuple[int
 async def tell_each(sockets: list[ConversationConsumer], message: dict[str, Any]) -> None:
     """An event that is not an add (`conversation.deleted`, `.note_changed`,
     `.alerts_changed`): to each socket's handler of that name, in the order heard. Every
-    such type has a handler on the consumers (tests/test_event_shapes.py)."""
+    such type has a handler on the consumers (tests/record/test_event_shapes.py)."""
     name = str(message["type"]).replace(".", "_")
     for socket in sockets:
         await getattr(socket, name)(message)

@@ -1,5 +1,5 @@
 """What the live sockets take from channels and daphne beyond their documented APIs, kept
-here alone (guarded by tests/test_internals.py, which fails on an upgrade that changes it).
+here alone (guarded by tests/live/test_internals.py, which fails on an upgrade that changes it).
 
 `AsyncConsumer.__call__` hands every message (the client's and the layer's) to
 `self.dispatch`, which channels documents only by example. Replay overrides it for two

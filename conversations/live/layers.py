@@ -7,7 +7,7 @@ Expiry is a cleanup (60 s for messages, a day for group members), so doing it on
 second changes nothing a watcher can see.
 
 `_clean_expired` is private to channels and has no public replacement; this module is the
-only place that touches it, and tests/test_internals.py fails on an upgrade that renames it,
+only place that touches it, and tests/live/test_internals.py fails on an upgrade that renames it,
 changes its signature or stops calling it from `receive` and `group_send`.
 
 The layer is a hint, not the record (docs/contract.md §4): a process whose Redis is

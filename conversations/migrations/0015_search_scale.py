@@ -27,7 +27,7 @@ FORWARD = [
 ]
 BACKWARD = [
     f"DROP INDEX IF EXISTS {GIN}",
-    # IF NOT EXISTS: 0005's own `install` may have put them back (tests/test_migrations.py).
+    # IF NOT EXISTS: 0005's own `install` may have put them back (tests/record/test_migrations.py).
     f"ALTER TABLE {ENTRIES} ADD COLUMN IF NOT EXISTS lexemes tsvector "
     f"GENERATED ALWAYS AS ({LEXEMES}) STORED",
     f"CREATE INDEX IF NOT EXISTS {OLD_GIN} ON {ENTRIES} USING gin (lexemes) "

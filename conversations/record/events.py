@@ -138,7 +138,7 @@ ConversationEvent: TypeAlias = (
     | NoteChanged
     | AlertsChanged
 )
-# Every event on the layer; tests/test_events.py checks each one's shape and handlers.
+# Every event on the layer; tests/record/test_events.py checks each one's shape and handlers.
 Event: TypeAlias = ConversationEvent | LoggedOut | AccessChanged | ShareRevoked
 
 

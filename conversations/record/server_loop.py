@@ -1,5 +1,5 @@
 """The server's event loop, seen from a sync view's thread: the one internal of asgiref
-Replay leans on, kept here alone (guarded by tests/test_internals.py).
+Replay leans on, kept here alone (guarded by tests/live/test_internals.py).
 
 Why: a sync view runs in asgiref's SyncToAsync thread while its event loop serves every
 socket. An event published from the view is handed to that loop's outbox

@@ -23,7 +23,7 @@ def toggle(label: str, path: str, options: dict[str, object], active: bool) -> d
 
 # A frame or a page links every block and message it shows; these paths are built from the
 # conversation's one reversed path (urls.py's shapes, checked against `reverse` by
-# tests/test_presenters.py), not with a `reverse` each.
+# tests/dashboard/test_presenters.py), not with a `reverse` each.
 MESSAGE_PATHS = {
     "block-text": "m/{seq}/b/{block}/text",
     "block-image": "m/{seq}/b/{block}/image",

@@ -28,7 +28,7 @@ Basis = Literal["measured", "estimated"]
 
 # Claude's tokenizer counts about a tenth more tokens than o200k_base on the prose and
 # code agents exchange (fitted on the real Claude Code sessions in tests/fixtures/real;
-# tests/test_next_request.py measures the resulting accuracy on them).
+# tests/core/test_next_request.py measures the resulting accuracy on them).
 CLAUDE_FACTOR = 1.1
 # A conversation's own measured deltas replace the prior once they span this many
 # estimated tokens: below it, per-message framing the record cannot see dominates.
@@ -255,7 +255,7 @@ def next_request_at(
     """`next_request` from running totals: `basis` the latest measured turn after the last
     boundary up to the message asked about, `since` the running estimate before that
     boundary, `through` the running estimate up to and including the message asked about.
-    Equal to `next_request` over the messages between (tests/test_next_request.py)."""
+    Equal to `next_request` over the messages between (tests/core/test_next_request.py)."""
     if basis is None:
         estimate = overhead + through - since
         return NextRequest(estimate + (unrecorded_tokens or 0), "estimated", None, None, 0, 1.0)

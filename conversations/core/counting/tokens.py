@@ -40,7 +40,7 @@ ENCODING_FILE = Path(__file__).parent.parent / "encodings" / "o200k_base.tiktoke
 # tiktoken's own expected hash for this file (tiktoken_ext/openai_public.py).
 ENCODING_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 # o200k_base's split pattern and special tokens, as tiktoken_ext/openai_public.py defines
-# them (tests/test_tokens.py checks that they still agree).
+# them (tests/core/test_tokens.py checks that they still agree).
 O200K_PATTERN = "|".join(
     [
         r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
@@ -226,7 +226,7 @@ def _extrapolated(text: str, start: int, end: int) -> int:
 
 
 # What the fixed texts of the projection count in o200k_base, written out so that reading
-# stored counts never loads the encoder (tests/test_tokens.py checks them against it).
+# stored counts never loads the encoder (tests/core/test_tokens.py checks them against it).
 SEPARATOR_TOKENS = 1  # "\n\n"
 EMPTY_MESSAGE_TOKENS = 4  # "[Empty message]"
 IMAGE_MARKER_TOKENS = {"image/png": 15, "image/jpeg": 15, "image/gif": 16, "image/webp": 16}

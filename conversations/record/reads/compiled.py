@@ -16,7 +16,7 @@ values) is never cached: the queryset runs as built, every time.
 Only ints and UUIDs vary (ids, seqs); everything else in the query is part of its SQL, so a
 value the build function computes from an argument (`start + 100`) must be an argument of
 its own (a shape where a marker's value comes out changed is refused, as above). The
-compiler's internals used here are guarded by tests/test_internals.py.
+compiler's internals used here are guarded by tests/live/test_internals.py.
 """
 
 from __future__ import annotations
