@@ -20,6 +20,7 @@ import time
 from bench import kit as benchkit
 from bench.dashboard import turn
 from bench.kit import Results, ms, rounds
+from tests.counted import BlocksCounted
 
 BIG = 10_000
 RUNS = 9
@@ -56,13 +57,14 @@ def bench(results: Results, conversation: object) -> None:
     from conversations.record.counting import token_counts
     from conversations.record.models.conversation import Message
     from conversations.record.reads import selectors
+    from conversations.record.reads.rows import stored_messages
     from conversations.record.schemas import TextIn
     from conversations.record.services.appending import block_append
     from conversations.record.services.conversations import conversation_create
 
     options = ReplayOptions(True, "openai")
     rows = selectors.message_rows(conversation)  # type: ignore[arg-type]
-    stored = selectors.stored_messages(rows)
+    stored = stored_messages(rows)
     blocks = [b for m in stored for b in m.blocks]
     text_bytes = sum(
         len(replay.prose(b).encode()) for b in blocks if not isinstance(b, replay.ImageBlock)
@@ -110,14 +112,12 @@ def bench(results: Results, conversation: object) -> None:
 
     last = Message.objects.filter(conversation=conversation).order_by("-seq").first()
     assert last is not None
-    before = token_counts.stats["blocks_counted"]  # the new block is counted as it is stored
-    block_append(message=last, block=TextIn(type="text", text="one more line"))
-    start = time.perf_counter()
-    frame = fragments.messages_frame(str(conversation.id), [last.seq], True, "openai")  # type: ignore[attr-defined]
-    took = time.perf_counter() - start
-    results.target("blocks recounted for a live update",
-                   token_counts.stats["blocks_counted"] - before,
-                   1, "blocks", op="=")  # fmt: skip
+    with BlocksCounted() as counted:  # the new block is counted as it is stored
+        block_append(message=last, block=TextIn(type="text", text="one more line"))
+        start = time.perf_counter()
+        frame = fragments.messages_frame(str(conversation.id), [last.seq], True, "openai")  # type: ignore[attr-defined]
+        took = time.perf_counter() - start
+    results.target("blocks recounted for a live update", counted.n, 1, "blocks", op="=")
     results.figure("live frame with the pressure view", round(took * 1e3), "ms",
                    f"{len(frame.html):,} bytes")  # fmt: skip
 

@@ -90,10 +90,11 @@ def bench_projection(results: Results, conversation: Any) -> None:
 
     from conversations.core import replay
     from conversations.record.reads import selectors, shapes
+    from conversations.record.reads.rows import stored_messages
 
     print("a) projection of the 30,000-block record vs orjson.dumps of its plain data")
     plain = shapes.record_data(conversation, url="http://127.0.0.1/c/x/")
-    stored = selectors.stored_messages(selectors.message_rows(conversation))
+    stored = stored_messages(selectors.message_rows(conversation))
     blocks = sum(len(m.blocks) for m in stored)
     results.figure("a: record blocks", blocks, "blocks", f"in {len(stored):,} messages")
     results.figure("a: record JSON size", len(orjson.dumps(plain)) / 1e6, "MB")

@@ -19,6 +19,7 @@ from django.test import Client
 
 from conversations.core import page_windows, socket_window
 from conversations.record.services.api_tokens import api_token_create
+from tests.counted import BlocksCounted
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -98,6 +99,13 @@ def token(db: None) -> str:
 @pytest.fixture
 def api(token: str) -> ApiClient:
     return ApiClient(token)
+
+
+@pytest.fixture
+def blocks_counted() -> Iterator[BlocksCounted]:
+    """How many blocks the record counts during the test (tests/counted.py)."""
+    with BlocksCounted() as counted:
+        yield counted
 
 
 @pytest.fixture

@@ -12,13 +12,14 @@ from __future__ import annotations
 import hashlib
 import threading
 from array import array
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
 import orjson
+from cachetools import LRUCache
 from django.db.models import Sum, TextField, Value
 from django.db.models.functions import Substr
 
@@ -123,7 +124,7 @@ class _Whole:
 
 
 WHOLES_KEPT = 8  # comparisons kept in-process (each about 16 bytes a message)
-_wholes: OrderedDict[tuple[Any, ...], _Whole] = OrderedDict()
+_wholes: LRUCache[tuple[Any, ...], _Whole] = LRUCache(maxsize=WHOLES_KEPT)
 _wholes_lock = threading.Lock()
 
 
@@ -140,9 +141,8 @@ def _whole(a: Conversation, b: Conversation, options: ReplayOptions) -> _Whole:
     key = (_state(a), _state(b), options)
     with _wholes_lock:
         found = _wholes.get(key)
-        if found is not None:
-            _wholes.move_to_end(key)
-            return found
+    if found is not None:
+        return found
     interner = compare.Interner()
     run_a, run_b = _run(a, options, interner), _run(b, options, interner)
     alignment = compare.align(run_a.ids, run_b.ids)
@@ -159,8 +159,6 @@ def _whole(a: Conversation, b: Conversation, options: ReplayOptions) -> _Whole:
     whole = _Whole(run_a, run_b, alignment, first, where, changed)
     with _wholes_lock:
         _wholes[key] = whole
-        while len(_wholes) > WHOLES_KEPT:
-            _wholes.popitem(last=False)
     return whole
 
 

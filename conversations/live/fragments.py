@@ -5,11 +5,13 @@ dashboard's presenters and renders their partial, as the page's views do."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
+from cachetools import LRUCache
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
@@ -33,6 +35,7 @@ from conversations.record.counting import token_counts
 from conversations.record.models.conversation import Conversation
 from conversations.record.notes import reads as note_reads
 from conversations.record.reads import selectors
+from conversations.record.reads.rows import Pressure
 from conversations.record.search import reads as search_reads
 from conversations.record.services.api_tokens import token_digest
 from conversations.sharing import reads as sharing_reads
@@ -128,11 +131,13 @@ def messages_frame(
 # a batch's split in one-message frames each end with the same ones. Keyed by the pressure
 # (`token_counts.pressure` answers one object per state; each entry holds it, so its id
 # stays its own) and the totals.
-_tails: token_counts.LRU[int, tuple[token_counts.Pressure, int, int, str]] = token_counts.LRU(32)
+_tails: LRUCache[int, tuple[Pressure, int, int, str]] = LRUCache(maxsize=32)
+_tails_lock = threading.Lock()  # frames render in the server's threads
 
 
-def _tail(total_messages: int, total_blocks: int, pressure: token_counts.Pressure) -> str:
-    found = _tails.get(id(pressure))
+def _tail(total_messages: int, total_blocks: int, pressure: Pressure) -> str:
+    with _tails_lock:
+        found = _tails.get(id(pressure))
     if found is not None and found[0] is pressure and found[1:3] == (total_messages, total_blocks):
         return found[3]
     totals = {"total_messages": total_messages, "total_blocks": total_blocks}
@@ -142,7 +147,8 @@ def _tail(total_messages: int, total_blocks: int, pressure: token_counts.Pressur
         + render_to_string("conversations/detail.html#pressure", shown)
         + render_to_string("conversations/detail.html#next_summary", shown)
     )
-    _tails.put(id(pressure), (pressure, total_messages, total_blocks, html))
+    with _tails_lock:
+        _tails[id(pressure)] = (pressure, total_messages, total_blocks, html)
     return html
 
 
@@ -165,7 +171,7 @@ def notes_frame(conversation_id: str, seq: int, *, share: bool = False) -> str:
 
 def _state(
     conversation_id: str, vision: bool, shape: replay.Shape, view: tuple[tuple[str, str], ...]
-) -> tuple[Conversation, int, token_counts.Pressure, bool] | None:
+) -> tuple[Conversation, int, Pressure, bool] | None:
     """The conversation, its block total, its pressure and whether it holds any note, read
     as one state of the record: read again (up to READS times) when an append lands
     between the reads."""

@@ -27,6 +27,7 @@ from conversations.record.models.notes import Note
 from conversations.record.models.tokens import ApiToken
 from conversations.record.notes.services import note_delete
 from conversations.record.reads import selectors, shapes
+from conversations.record.reads.rows import stored_messages
 from conversations.record.schemas import ConversationIn, error_list
 from conversations.record.search import reads as search_reads
 from conversations.record.services.api_tokens import api_token_create, api_token_revoke
@@ -244,7 +245,7 @@ class MessageAdmin(ReadOnlyMixin, ReplayAdmin[Message]):
         """This message as each shape's payload carries it, for both vision settings: in the
         anthropic shape a system message is lifted into the request's `system`."""
         rows = selectors.message_rows(obj.conversation, start=obj.seq, stop=obj.seq + 1)
-        stored = selectors.stored_messages(rows)
+        stored = stored_messages(rows)
         previews = []
         for shape in replay.SHAPES:
             for vision in (True, False):

@@ -11,7 +11,6 @@ from django.test.utils import CaptureQueriesContext
 from conversations.core import replay
 from conversations.core.counting import compact, tokens
 from conversations.core.replay import StoredMessage, TextBlock, ToolResultBlock, ToolUseBlock
-from conversations.record.counting import token_counts
 from tests import builders as b
 from tests.conftest import ApiClient
 from tests.sdk_types import validate_payload
@@ -187,18 +186,20 @@ def test_context_needs_a_token_and_a_known_conversation(api, agent) -> None:
     assert api.get(f"{LIST}/00000000-0000-0000-0000-000000000000/context").status_code == 404
 
 
-def test_counts_are_cached_per_block_and_a_new_block_is_the_only_recount(api, agent) -> None:
+def test_counts_are_cached_per_block_and_a_new_block_is_the_only_recount(
+    api, agent, blocks_counted
+) -> None:
     context(api, agent)
-    before = token_counts.stats["blocks_counted"]
+    before = blocks_counted.n
     with CaptureQueriesContext(connection) as warm:
         context(api, agent)
-    assert token_counts.stats["blocks_counted"] == before
+    assert blocks_counted.n == before
     reads = [q for q in warm.captured_queries if "conversations_block" in q["sql"]]
     assert not [q for q in reads if '"text"' in q["sql"]]  # no block text read when warm
     seq = append(api, agent, "user", [b.text("one more")])["seq"]
     api.post(f"{LIST}/{agent}/messages/{seq}/blocks", b.text("and another"))
     context(api, agent)
-    assert token_counts.stats["blocks_counted"] == before + 2
+    assert blocks_counted.n == before + 2
 
 
 def test_pure_pressure_equals_the_core_count_of_the_stored_record() -> None:

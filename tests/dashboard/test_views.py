@@ -27,6 +27,7 @@ from conversations.core import replay
 from conversations.record.counting import token_counts
 from conversations.record.models.conversation import Conversation
 from conversations.record.reads import selectors
+from conversations.record.reads.rows import stored_messages
 from conversations.record.schemas import BLOCK_ADAPTER
 from conversations.record.services.appending import block_append, message_append
 from conversations.record.services.conversations import conversation_create
@@ -216,7 +217,7 @@ def wire_messages(conversation: Conversation, *, vision: bool, shape: str) -> li
     rows = selectors.message_rows(conversation)
     return [
         replay.project_message(stored, vision=vision, shape=shape)  # type: ignore[arg-type]
-        for stored in selectors.stored_messages(rows)
+        for stored in stored_messages(rows)
     ]
 
 

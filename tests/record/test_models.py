@@ -10,6 +10,7 @@ from django.db import IntegrityError, connection, transaction
 
 from conversations.record.models.conversation import Block, Conversation, Message
 from conversations.record.reads import selectors
+from conversations.record.reads.rows import block_value
 from conversations.record.schemas import BLOCK_ADAPTER
 from conversations.record.services.appending import message_append
 from conversations.record.services.conversations import conversation_create
@@ -120,7 +121,7 @@ def test_tool_use_input_keeps_its_key_order_through_the_database():
     stored = Block.objects.get(message__conversation=conversation)
     assert stored.input_json == INPUT
     (row,) = selectors.message_rows(conversation)
-    read = selectors.block_value(row.blocks[0])
+    read = block_value(row.blocks[0])
     assert list(read.input) == ["zeta", "Ärger", "alpha", "10", "aa", "a"]
     assert list(read.input["alpha"]) == ["y", "b"]
     assert read.input == value

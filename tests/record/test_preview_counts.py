@@ -20,6 +20,7 @@ from conversations.core.counting.compact import Policy
 from conversations.core.options import ReplayOptions
 from conversations.record.counting import policy_reads, preview_counts, token_counts
 from conversations.record.reads import selectors
+from conversations.record.reads.rows import stored_messages
 from tests.builders import png, stored, text, tool_result, tool_use
 
 ids = st.sampled_from(["a", "b", "c", "d"])
@@ -85,7 +86,7 @@ def whole(
     """The record read whole, compacted by the pure policy and counted afresh (what the
     preview computed before it read stored figures)."""
     rows = selectors.message_rows(conversation)
-    messages = selectors.stored_messages(rows)
+    messages = stored_messages(rows)
     seqs = [r.seq for r in rows]
     cut = messages if upto is None else messages[: upto + 1]
     before = tokens.payload_count(cut, vision=options.vision, shape=options.shape)
@@ -145,7 +146,7 @@ def check(conversation: Any, options: ReplayOptions, policy: Policy, upto: int |
     assert rewrite is not None
     rows = {r.seq: r for r in selectors.message_rows(conversation)}
     for seq, message in zip(compacted.seqs, compacted.messages, strict=True):
-        stored_message = selectors.stored_messages([rows[seq]])[0]
+        stored_message = stored_messages([rows[seq]])[0]
         assert rewrite(seq, stored_message, 0) == message, seq
         tail = replay.StoredMessage(stored_message.role, stored_message.blocks[1:])
         assert rewrite(seq, tail, 1).blocks == message.blocks[1:], seq
@@ -175,19 +176,19 @@ def test_a_preview_from_stored_figures_equals_the_whole_record_compacted_and_cou
 
 
 @pytest.mark.django_db
-def test_a_preview_reads_no_block_text_and_counts_only_the_changed_blocks() -> None:
+def test_a_preview_reads_no_block_text_and_counts_only_the_changed_blocks(blocks_counted) -> None:
     calls = [("assistant", [tool_use(f"c{i}", "grep", q="x")], {}) for i in range(6)]
     results = [("user", [tool_result(f"c{i}", "found " * 200)], {}) for i in range(6)]
     conversation = stored("reads", *[m for pair in zip(calls, results, strict=True) for m in pair])
     token_counts.pressure_cache.clear()
     policy_reads.results_cache.clear()
     preview_counts.preview_cache.clear()
-    before = token_counts.stats["blocks_counted"]
+    before = blocks_counted.n
     with CaptureQueriesContext(connection) as queries:
         found = preview_counts.preview(conversation, ReplayOptions(), Policy("microcompact"))
     assert len(found.compacted.changed) == 3
     # One marker, counted once however many blocks it replaces.
-    assert token_counts.stats["blocks_counted"] == before + 1
+    assert blocks_counted.n == before + 1
     for q in queries.captured_queries:
         sql = q["sql"].split(" FROM ", 1)[0]  # what is read (a marker compared is not)
         assert '"conversations_block"."text"' not in sql or "SUBSTR" in sql.upper(), sql

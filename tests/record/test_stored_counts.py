@@ -18,6 +18,7 @@ from conversations.core.options import ReplayOptions
 from conversations.record.counting import preview_counts, token_counts
 from conversations.record.models.conversation import Message
 from conversations.record.reads import selectors
+from conversations.record.reads.rows import stored_messages
 from conversations.record.schemas import BLOCK_ADAPTER
 from conversations.record.services.appending import block_append, messages_append
 from conversations.record.services.conversations import conversation_create
@@ -79,7 +80,7 @@ def fresh(conversation: Any, options: ReplayOptions, upto: int | None = None) ->
     rows = selectors.message_rows(conversation)
     if upto is not None:
         rows = rows[: upto + 1]
-    messages = selectors.stored_messages(rows)
+    messages = stored_messages(rows)
     return messages, tokens.payload_count(messages, vision=options.vision, shape=options.shape)
 
 
@@ -119,10 +120,12 @@ def test_every_figure_read_back_equals_a_fresh_count_for_every_toggle_pair() -> 
 
 @pytest.mark.sqlite
 @pytest.mark.django_db
-def test_a_block_appended_anywhere_moves_the_figures_of_its_message_and_all_later() -> None:
+def test_a_block_appended_anywhere_moves_the_figures_of_its_message_and_all_later(
+    blocks_counted,
+) -> None:
     conversation = record()
     messages = {m.seq: m for m in Message.objects.filter(conversation=conversation)}
-    before = token_counts.stats["blocks_counted"]
+    before = blocks_counted.n
     for seq, block in (
         (6, text("   ")),  # an empty message gets a blank block: still "[Empty message]"
         (6, text("now it says something")),  # … and now its blank block crosses too
@@ -133,7 +136,7 @@ def test_a_block_appended_anywhere_moves_the_figures_of_its_message_and_all_late
     ):
         block_append(message=messages[seq], block=BLOCK_ADAPTER.validate_python(block))
         check(conversation)
-    assert token_counts.stats["blocks_counted"] == before + 6  # each block counted once
+    assert blocks_counted.n == before + 6  # each block counted once
 
 
 @pytest.mark.django_db
@@ -155,13 +158,15 @@ def test_the_trigger_is_reached_where_a_fresh_running_total_reaches_it() -> None
 
 
 @pytest.mark.django_db
-def test_a_page_read_counts_nothing_and_reads_no_block_text(operator_client) -> None:
+def test_a_page_read_counts_nothing_and_reads_no_block_text(
+    operator_client, blocks_counted
+) -> None:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     conversation = record()
     token_counts.pressure_cache.clear()
-    before = token_counts.stats["blocks_counted"]
+    before = blocks_counted.n
     for path in ("", "context", "context?upto=3", "diff?b_compact=microcompact"):
         with CaptureQueriesContext(connection) as queries:
             response = operator_client.get(f"/c/{conversation.pk}/{path}")
@@ -171,7 +176,7 @@ def test_a_page_read_counts_nothing_and_reads_no_block_text(operator_client) -> 
             sql = q["sql"].split(" FROM ", 1)[0]
             if '"conversations_block"."text"' in sql:
                 assert "SUBSTR" in sql.upper(), (path, sql)  # cut in SQL, never whole
-    assert token_counts.stats["blocks_counted"] == before
+    assert blocks_counted.n == before
 
 
 @pytest.mark.sqlite

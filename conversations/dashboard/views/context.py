@@ -30,6 +30,7 @@ from conversations.dashboard.presenters.diff import (
 from conversations.record.counting import policy_reads, preview_counts, token_counts
 from conversations.record.models.conversation import Conversation
 from conversations.record.reads import selectors
+from conversations.record.reads.rows import block_value
 from conversations.web.pages import (
     bad_request,
     conversation_or_404,
@@ -90,9 +91,7 @@ def _context_read(
         counts = {s: c.count.tokens for s, c in shown.items()}
         seqs = [r.seq for r in rows]
         messages = [
-            replay.StoredMessage(
-                cast(replay.Role, r.role), tuple(map(selectors.block_value, r.blocks))
-            )
+            replay.StoredMessage(cast(replay.Role, r.role), tuple(map(block_value, r.blocks)))
             for r in rows
         ]
         return ContextRead(
@@ -118,7 +117,7 @@ def _context_read(
     rows = selectors.preview_rows(conversation, shown_seqs, blocks_from=blocks_from)
     seqs = [r.seq for r in rows]
     messages = [
-        replay.StoredMessage(cast(replay.Role, r.role), tuple(map(selectors.block_value, r.blocks)))
+        replay.StoredMessage(cast(replay.Role, r.role), tuple(map(block_value, r.blocks)))
         for r in rows
     ]
     if effective:

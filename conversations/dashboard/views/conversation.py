@@ -40,6 +40,7 @@ from conversations.record.counting import preview_counts, token_counts
 from conversations.record.models.conversation import Conversation
 from conversations.record.notes import reads as note_reads
 from conversations.record.reads import selectors, shapes
+from conversations.record.reads.rows import stored_messages
 from conversations.record.search import finder as finder_reads
 from conversations.record.services.conversations import conversation_window_set
 from conversations.web.pages import (
@@ -340,7 +341,7 @@ def wire_text_response(
     message = selectors.message_full(conversation, seq)
     if message is None:
         raise Http404("No such message.")
-    (stored,) = selectors.stored_messages([message])
+    (stored,) = stored_messages([message])
     content = replay.project_message(stored, vision=vision, shape=shape)["content"]
     part = request.GET.get("part")
     if isinstance(content, str):
@@ -381,7 +382,7 @@ def message_projection_response(
     message = selectors.message_full(conversation, seq)
     if message is None:
         raise Http404("No such message.")
-    (stored,) = selectors.stored_messages([message])
+    (stored,) = stored_messages([message])
     return json_response(orjson.dumps(replay.project_message(stored, vision=vision, shape=shape)))
 
 

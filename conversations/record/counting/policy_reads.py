@@ -12,10 +12,12 @@ never depends on its text, so the replacements are the policy's own.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
+from cachetools import LRUCache, cached
 from django.db.models import Q
 from django.db.models.functions import Substr
 
@@ -23,11 +25,9 @@ from conversations.core import replay
 from conversations.core.blocks import kind_of
 from conversations.core.counting import compact, tokens
 from conversations.core.counting.compact import Policy
-from conversations.record.counting.token_counts import LRU
 from conversations.record.models.conversation import Block, Conversation, Message
 from conversations.record.reads.rows import block_value
 from conversations.record.reads.selectors import preview_rows
-from conversations.record.services.token_figures import stats
 
 MARKER_CHARS = 64  # longer than every policy's marker
 LOOKED_AT: dict[compact.PolicyName, tuple[str, ...]] = {
@@ -49,7 +49,7 @@ class Changed(NamedTuple):
     own: int
 
 
-class _Markers:
+class Markers:
     """Each distinct replacement's own count (default toggles, as stored): a policy's few
     markers, each counted once."""
 
@@ -60,7 +60,6 @@ class _Markers:
         found = self.known.get(key)
         if found is None:
             found = self.known[key] = tokens.block_tokens(block, vision=True, shape="openai")
-            stats["blocks_counted"] += 1
         return found
 
 
@@ -88,7 +87,7 @@ class PolicyResult:
 
     def whole(self) -> Mapping[tuple[int, int], Changed]:
         """Every block the policy changes, by (message seq, block seq)."""
-        markers = _Markers()
+        markers = Markers()
         return {
             key: Changed(new, *self.stored[key], markers.own(replay.prose(new), new))
             for key, new in self.changes.items()
@@ -188,7 +187,7 @@ class CutoffResult(PolicyResult):
         # Read again for each preview computed (previews are kept, this result is kept
         # longer: it holds no per-block data, so a record's many views stay small).
         rows = self._rows().order_by("message__seq", "seq")
-        markers = _Markers()
+        markers = Markers()
         found = {}
         for seq, block, call_id, name, is_error, n, role in rows.values_list(
             "message__seq", "seq", "call_id", "name", "is_error", "tokens", "message__role"
@@ -258,13 +257,18 @@ def _within_keep(conversation: Conversation, keep: int) -> str:
 # (conversation, its state, policy, toggles, input tokens) → what the policy does; and
 # (…, seq) → the messages it changes from seq on. The record is append-only, so a state
 # (message count, block count, boundaries) names the answer, as for the pressure.
-results_cache: LRU[tuple[Any, ...], PolicyResult] = LRU(16)
+results_cache: LRUCache[tuple[Any, ...], PolicyResult] = LRUCache(maxsize=16)
+
+
+def boundary_state(conversation: Conversation) -> tuple[int, ...]:
+    """The compaction boundaries the metadata names: with the counts, a policy's state."""
+    return tuple(compact.boundary_seqs(conversation.metadata))
 
 
 def _state(conversation: Conversation) -> tuple[Any, ...]:
     return (
         conversation.id, conversation.message_count, conversation.block_count,
-        repr(compact.boundary_seqs(conversation.metadata)),
+        boundary_state(conversation),
     )  # fmt: skip
 
 
@@ -284,26 +288,20 @@ def changed_from(result: PolicyResult, seq: int) -> set[int]:
     return found
 
 
+def _results_key(
+    conversation: Conversation, policy: Policy, *, vision: bool, shape: replay.Shape,
+    input_tokens: int | None,
+) -> tuple[Any, ...]:  # fmt: skip
+    return (*_state(conversation), policy, vision, shape, input_tokens)
+
+
+@cached(results_cache, key=_results_key, lock=threading.Lock())
 def compacted_blocks(
     conversation: Conversation, policy: Policy, *, vision: bool, shape: replay.Shape,
     input_tokens: int | None,
 ) -> PolicyResult:  # fmt: skip
     """Apply `policy` to the stored record, reading only the blocks it looks at (kept per
     record state)."""
-    key = (*_state(conversation), policy, vision, shape, input_tokens)
-    found = results_cache.get(key)
-    if found is None:
-        found = _compacted_blocks(
-            conversation, policy, vision=vision, shape=shape, input_tokens=input_tokens
-        )
-        results_cache.put(key, found)
-    return found
-
-
-def _compacted_blocks(
-    conversation: Conversation, policy: Policy, *, vision: bool, shape: replay.Shape,
-    input_tokens: int | None,
-) -> PolicyResult:  # fmt: skip
     cutoff = _cutoff_result(conversation, policy)
     if cutoff is not None:
         return cutoff

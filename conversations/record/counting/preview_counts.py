@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
+
+from cachetools import LRUCache, cached
 
 from conversations.core import replay
 from conversations.core.blocks import BlockKind, Role, kind_of
@@ -25,16 +28,23 @@ from conversations.core.counting.stored_counts import StoredFacts
 from conversations.core.options import ReplayOptions, ShapeSource
 from conversations.record.counting import policy_reads
 from conversations.record.counting.token_counts import (
-    LRU,
     READ_BATCH,
     Stored,
     counted_message,
     pressure,
     trigger_of,
+    window_state,
 )
 from conversations.record.models.conversation import Block, Conversation, Message
 from conversations.record.reads import selectors
-from conversations.record.reads.rows import Counted, Headline, Pressure, Preview
+from conversations.record.reads.rows import (
+    Counted,
+    Headline,
+    MessageRow,
+    Pressure,
+    Preview,
+    stored_messages,
+)
 
 
 def policy_result(
@@ -50,9 +60,26 @@ def policy_result(
 
 # (conversation, its state, toggles, view, policy) → the preview: a page of an unchanged
 # record reads only its window (the record is append-only, as for `pressure_cache`).
-preview_cache: LRU[tuple[Any, ...], Preview] = LRU(4)
+preview_cache: LRUCache[tuple[Any, ...], Preview] = LRUCache(maxsize=4)
 
 
+def _preview_key(
+    conversation: Conversation,
+    options: ReplayOptions,
+    policy: Policy,
+    *,
+    query: dict[str, str] | None = None,
+) -> tuple[Any, ...]:
+    """A preview's record state: the counts, what the metadata tells the count (the model,
+    the window, the compaction boundaries), the toggles, the view and the policy."""
+    return (
+        conversation.id, conversation.message_count, conversation.block_count,
+        *window_state(conversation.metadata), policy_reads.boundary_state(conversation),
+        options, tuple(sorted((query or {}).items())), policy,
+    )  # fmt: skip
+
+
+@cached(preview_cache, key=_preview_key, lock=threading.Lock())
 def preview(
     conversation: Conversation,
     options: ReplayOptions,
@@ -62,20 +89,7 @@ def preview(
 ) -> Preview:
     """The request before and after `policy` (as of `upto`), from the stored figures: no
     text is read, only the policy's markers are counted (kept per record state)."""
-    key = (
-        conversation.id, conversation.message_count, conversation.block_count,
-        repr(conversation.metadata), options, tuple(sorted((query or {}).items())), policy,
-    )  # fmt: skip
-    found = preview_cache.get(key)
-    if found is None:
-        found = _preview(conversation, options, policy, query or {})
-        preview_cache.put(key, found)
-    return found
-
-
-def _preview(
-    conversation: Conversation, options: ReplayOptions, policy: Policy, query: dict[str, str]
-) -> Preview:
+    query = query or {}
     before = pressure(conversation, options, query=query, policy=policy)
     result = policy_result(conversation, options, policy, before.total)
     changes = result.whole()
@@ -272,14 +286,14 @@ def compacted_payload(
 
 def _compacted(
     conversation: Conversation,
-    rows: Sequence[selectors.MessageRow],
+    rows: Sequence[MessageRow],
     options: ReplayOptions,
     policy: Policy,
     input_tokens: int | None,
 ) -> Compacted:
     """The stored record after `policy`, its boundaries read from the conversation."""
     return compact.compact(
-        selectors.stored_messages(rows),
+        stored_messages(rows),
         policy,
         seqs=[r.seq for r in rows],
         boundaries=compact.boundary_seqs(conversation.metadata),

@@ -12,11 +12,12 @@ small in-process cache (`pressure_cache`), so a warm page reads only the state's
 from __future__ import annotations
 
 import bisect
+import json
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, cast
 
+from cachetools import LRUCache
 from django.db import connection
 
 from conversations.core import list_status
@@ -28,56 +29,28 @@ from conversations.core.counting.stored_counts import StoredFacts
 from conversations.core.options import OptionError, ReplayOptions
 from conversations.record.models.conversation import Block, Conversation, Message
 from conversations.record.reads import selectors
+from conversations.record.reads.rows import (
+    Counted,
+    Headline,
+    MeasuredInput,
+    Pressure,
+    PreviewRow,
+)
 
-# The count values, as they were always read from here.
-from conversations.record.reads.rows import Counted as Counted
-from conversations.record.reads.rows import Headline, MeasuredInput, PreviewRow
-from conversations.record.reads.rows import Pressure as Pressure
-from conversations.record.reads.rows import Preview as Preview
-
-K = TypeVar("K")
-V = TypeVar("V")
 SUMMARY_MESSAGES = 20  # messages after a boundary searched for the summary it left
 FIRST_TURN_ROWS = 20  # measured messages after a boundary read for its first turn
 READ_BATCH = 2000  # rows read at once when a whole record is walked
 MODEL_MESSAGES = 20  # messages read at once, newest first, for the model named by `upto`
 
 
-class LRU(Generic[K, V]):
-    """A bounded, thread-safe least-recently-used map (pages run in threads)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.items: OrderedDict[K, V] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def get(self, key: K) -> V | None:
-        with self.lock:
-            value = self.items.get(key)
-            if value is not None:
-                self.items.move_to_end(key)
-            return value
-
-    def put(self, key: K, value: V) -> None:
-        with self.lock:
-            self.items[key] = value
-            self.items.move_to_end(key)
-            while len(self.items) > self.size:
-                self.items.popitem(last=False)
-
-    def clear(self) -> None:
-        with self.lock:
-            self.items.clear()
-
-
 # The models' windows are read on every count: their table loads with this module (with the
 # URLs, at a server's start-up), not on the first page after a restart.
 context_windows.preload()
 
-# (conversation, message count, block total, toggles, overrides, trigger) → Pressure
-pressure_cache: LRU[tuple[Any, ...], Pressure] = LRU(32)
-# Blocks counted at read time: only those a compaction policy changed (tests check it).
-from conversations.record.services.token_figures import stats as stats  # noqa: E402
+# (conversation, message count, block total, toggles, overrides, trigger, model and window)
+# → Pressure. Pages run in threads, and cachetools' caches are not thread-safe: the lock.
+pressure_cache: LRUCache[tuple[Any, ...], Pressure] = LRUCache(maxsize=32)
+_pressure_lock = threading.Lock()
 
 
 def counted_message(
@@ -181,14 +154,29 @@ def pressure(
     state = (
         conversation.id, conversation.message_count, total_blocks,
         options, tuple(sorted(query.items())), trigger, upto,
-        repr([conversation.metadata.get(k) for k in ("model", "context_window")]),
+        *window_state(conversation.metadata),
     )  # fmt: skip
-    found = pressure_cache.get(state)
+    with _pressure_lock:
+        found = pressure_cache.get(state)
     if found is not None:
         return found
     result = Stored(conversation, options, upto).pressure(query, policy)
-    pressure_cache.put(state, result)
+    with _pressure_lock:
+        pressure_cache[state] = result
     return result
+
+
+def window_state(metadata: Any) -> tuple[str | int | float | bool | None, ...]:
+    """What a conversation's metadata tells the count (its model and context window), as
+    hashable values for a cache key: a JSON value that is not a scalar as its JSON text."""
+    meta = metadata if isinstance(metadata, dict) else {}
+    return tuple(_scalar(meta.get(key)) for key in ("model", "context_window"))
+
+
+def _scalar(value: Any) -> str | int | float | bool | None:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return json.dumps(value, sort_keys=True)
 
 
 def _upto(value: str | None, message_count: int) -> int | None:

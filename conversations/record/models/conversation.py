@@ -136,7 +136,7 @@ class Message(models.Model):
 
 
 class Block(models.Model):
-    """One block; which columns are used depends on `type` (see `selectors.block_value`)."""
+    """One block; which columns are used depends on `type` (see `rows.block_value`)."""
 
     # Indexed by the unique constraint below, whose first column it is.
     message = models.ForeignKey(

@@ -33,16 +33,15 @@ from conversations.record.notes import reads as note_reads
 from conversations.record.reads import compiled
 
 # The row types and pure functions over them, as they were always read from here.
-from conversations.record.reads.rows import PREVIEW_CHARS as PREVIEW_CHARS
-from conversations.record.reads.rows import BlockRow as BlockRow
-from conversations.record.reads.rows import MessageRow as MessageRow
-from conversations.record.reads.rows import PreviewBlock as PreviewBlock
-from conversations.record.reads.rows import PreviewRow as PreviewRow
-from conversations.record.reads.rows import SearchHit as SearchHit
-from conversations.record.reads.rows import block_value as block_value
-from conversations.record.reads.rows import conversation_model as conversation_model
-from conversations.record.reads.rows import shown_time
-from conversations.record.reads.rows import stored_messages as stored_messages
+from conversations.record.reads.rows import (
+    PREVIEW_CHARS,
+    BlockRow,
+    MessageRow,
+    PreviewBlock,
+    PreviewRow,
+    shown_time,
+    stored_messages,
+)
 
 BLOCK_COLUMNS = (
     "message_id",

@@ -12,7 +12,8 @@ from conversations.core import replay
 from conversations.core.blocks import kind_of
 from conversations.core.notes import NoteValue
 from conversations.record.models.conversation import Block, Conversation, Message
-from conversations.record.reads.selectors import BlockRow, MessageRow, block_value, message_rows
+from conversations.record.reads.rows import BlockRow, MessageRow, block_value
+from conversations.record.reads.selectors import message_rows
 
 
 def block_data(row: BlockRow | Block) -> dict[str, Any]:

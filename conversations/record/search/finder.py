@@ -28,8 +28,7 @@ from conversations.record.fulltext import Matches
 from conversations.record.models.conversation import Block, Conversation, Message
 from conversations.record.models.search import FinderMark, SearchEntry
 from conversations.record.notes import reads as note_reads
-from conversations.record.reads.rows import Pairs as Pairs
-from conversations.record.reads.selectors import PreviewRow
+from conversations.record.reads.rows import Pairs, PreviewRow
 from conversations.record.search.index import along_entries, through_index
 from conversations.record.search.reads import searchable_text
 

@@ -11,7 +11,7 @@ from django.db import connection
 from conversations.core import search
 from conversations.record.models.conversation import Block, Conversation, Message
 from conversations.record.models.search import SearchEntry
-from conversations.record.reads import selectors
+from conversations.record.reads.rows import block_value
 from conversations.record.services.inserts import insert_rows
 
 
@@ -32,7 +32,7 @@ def entries_of(message: Message, rows: Iterable[Block]) -> list[tuple[int, int, 
     for a block without words); every path that stores blocks inserts these with them."""
     entries = []
     for row in rows:
-        if found := search.index_words(search.block_text(selectors.block_value(row))):
+        if found := search.index_words(search.block_text(block_value(row))):
             entries.append((message.seq, row.seq, found))
     return entries
 

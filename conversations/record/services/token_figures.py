@@ -28,9 +28,6 @@ from conversations.record.services.inserts import quoted_column, stored_value, w
 
 VISION, SHAPE = stored_counts.DEFAULT
 LATER_BATCH = 1000  # later messages' running totals moved per statement batch
-# Blocks counted (here, as they are stored; and a compaction's changed blocks, by
-# `token_counts`): tests check that nothing else counts.
-stats = {"blocks_counted": 0}
 
 
 def block_facts(
@@ -43,7 +40,6 @@ def block_facts(
     row.tokens = (
         tokens.block_tokens(value, vision=VISION, shape=SHAPE) if counted is None else counted
     )
-    stats["blocks_counted"] += 1
     return StoredFacts(
         kind=cast(BlockKind, row.type),
         tokens=row.tokens,
