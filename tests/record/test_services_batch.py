@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from conversations.record.errors import IngestError
 from conversations.record.models.conversation import Block, Conversation, Message
 from conversations.record.schemas import ImageIn, MessageIn
+from conversations.record.services import inserts
 from conversations.record.services.appending import message_append, messages_append
 from conversations.record.services.conversations import conversation_create
 from tests.builders import png, text, tool_result, tool_use
@@ -178,13 +180,21 @@ def services_block(fields: dict[str, Any]) -> Any:
     return BLOCK_ADAPTER.validate_python(fields)
 
 
-@pytest.mark.sqlite
+@pytest.mark.sqlite(only=True)
 def test_rows_over_the_parameter_limit_go_in_several_statements_and_keep_their_ids(
-    conversation, monkeypatch
+    conversation,
 ):
-    monkeypatch.setattr(connection.features, "max_query_params", 40)  # 2 or 3 rows a statement
-    batch = [message("user", text(f"{i}.a"), text(f"{i}.b"), n=i) for i in range(7)]
-    stored = messages_append(conversation=conversation, messages=batch)
+    # SQLite's own limit, lowered for this connection: 2 or 3 rows a statement, and a
+    # statement over it fails in the library itself.
+    limit = sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER
+    connection.ensure_connection()
+    was = connection.connection.setlimit(limit, 40)
+    try:
+        assert inserts.param_limit(connection) == 40
+        batch = [message("user", text(f"{i}.a"), text(f"{i}.b"), n=i) for i in range(7)]
+        stored = messages_append(conversation=conversation, messages=batch)
+    finally:
+        connection.connection.setlimit(limit, was)
     for i, (row, blocks) in enumerate(stored):
         assert Message.objects.get(pk=row.pk).metadata == {"n": i}
         assert [Block.objects.get(pk=b.pk).text for b in blocks] == [f"{i}.a", f"{i}.b"]

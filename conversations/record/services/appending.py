@@ -33,6 +33,7 @@ from conversations.record.services.finder_marks import mark_problems
 from conversations.record.services.inserts import (
     bulk_insert,
     new_row,
+    param_limit,
     quoted_column,
     stored_value,
     write_db,
@@ -342,7 +343,7 @@ def _resolve_names(
     known: dict[str, str] = {}
     ordered = sorted(wanted)
     # One query unless the ids outgrow the database's parameter limit (SQLite's real one).
-    limit = connection.features.max_query_params
+    limit = param_limit(connection)
     chunk = max(1, limit - 10) if limit else max(1, len(ordered))
     for start in range(0, len(ordered), chunk):
         earlier = (

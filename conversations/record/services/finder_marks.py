@@ -13,6 +13,7 @@ from conversations.record.models.search import FinderMark
 from conversations.record.services.inserts import (
     ROWS_PER_STATEMENT,
     insert_rows,
+    param_limit,
     quoted_column,
     stored_value,
     write_db,
@@ -53,7 +54,7 @@ def mark_problems(
     unanswered = [
         (seq, block, call_id) for seq, block, _, call_id in calls if call_id not in answers
     ]
-    limit = write_db().features.max_query_params
+    limit = param_limit(write_db())
     per_statement = min(ROWS_PER_STATEMENT, (limit - 4) // 3 if limit else ROWS_PER_STATEMENT)
     for start in range(0, len(unanswered), per_statement):
         _mark_unanswered(key, unanswered[start : start + per_statement])

@@ -13,6 +13,7 @@ database's answer).
 from __future__ import annotations
 
 import functools
+import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -70,6 +71,18 @@ def write_db() -> BaseDatabaseWrapper:
     """This thread's connection, looked up once: `connection` looks it up again at each
     attribute, and the append path's statements read several."""
     return connections[DEFAULT_DB_ALIAS]
+
+
+def param_limit(db: BaseDatabaseWrapper) -> int | None:
+    """How many parameters one statement may hold (None: no limit). On SQLite the library's
+    own limit, as `sqlite3` reports it for this connection (Django 5.2 assumes the old
+    default of 999, and a long message would take many statements)."""
+    if db.vendor == "sqlite":
+        db.ensure_connection()
+        limit: int = db.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+        return limit
+    found: int | None = db.features.max_query_params
+    return found
 
 
 def quoted_column(model: type[Model], name: str) -> str:
@@ -147,7 +160,7 @@ def insert_rows(
     if db.vendor == "postgresql" and rows:
         return _copy_rows(table, columns, rows, returning)
     head, tail, row_sql = _insert_sql(db.vendor, table, tuple(columns), returning)
-    limit = db.features.max_query_params
+    limit = param_limit(db)
     per_statement = max(1, min(ROWS_PER_STATEMENT, limit // len(columns) if limit else len(rows)))
     answered: list[Any] = []
     with db.cursor() as cursor:
